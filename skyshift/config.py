@@ -1,0 +1,70 @@
+"""Settings shared by every process (API server, workers, devstack, CLI).
+
+Everything is read from the environment with sane local defaults, so the embedded stack needs no
+configuration and production only sets a few variables (see README, "Configuration").
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def _env(name: str, default: str) -> str:
+    value = os.environ.get(name)
+    return value if value else default
+
+
+def skyshift_home() -> Path:
+    """The directory holding state, config and logs (``SKYSHIFT_HOME``, default ``~/.skyshift``)."""
+    return Path(_env("SKYSHIFT_HOME", str(Path.home() / ".skyshift"))).expanduser()
+
+
+def parse_endpoints(value: str) -> list[tuple[str, int]]:
+    """Parse ``host:port[,host:port...]`` (an ``http://`` prefix is allowed) into pairs."""
+    out: list[tuple[str, int]] = []
+    for part in value.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        part = part.removeprefix("http://").removeprefix("https://").rstrip("/")
+        host, _, port = part.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"bad endpoint {part!r}: expected host:port")
+        out.append((host, int(port)))
+    if not out:
+        raise ValueError("no endpoint given")
+    return out
+
+
+@dataclass
+class Settings:
+    """Where the parts of SkyShift live. Built with :meth:`from_env`."""
+
+    home: Path = field(default_factory=skyshift_home)
+    etcd_endpoints: str = "127.0.0.1:23790"
+    store_prefix: str = "/skyshift"
+    temporal_address: str = "127.0.0.1:7233"
+    temporal_namespace: str = "default"
+    temporal_ui_url: str = "http://127.0.0.1:8233"
+    api_host: str = "127.0.0.1"
+    api_port: int = 50051
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        return cls(
+            home=skyshift_home(),
+            etcd_endpoints=_env("SKYSHIFT_ETCD", "127.0.0.1:23790"),
+            store_prefix=_env("SKYSHIFT_STORE_PREFIX", "/skyshift"),
+            temporal_address=_env("SKYSHIFT_TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+            temporal_namespace=_env("SKYSHIFT_TEMPORAL_NAMESPACE", "default"),
+            temporal_ui_url=_env("SKYSHIFT_TEMPORAL_UI", "http://127.0.0.1:8233"),
+            api_host=_env("SKYSHIFT_API_HOST", "127.0.0.1"),
+            api_port=int(_env("SKYSHIFT_API_PORT", "50051")),
+        )
+
+    @property
+    def etcd(self) -> tuple[str, int]:
+        """The first etcd endpoint (aetcd talks to one; list several for failover later)."""
+        return parse_endpoints(self.etcd_endpoints)[0]

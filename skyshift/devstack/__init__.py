@@ -1,0 +1,1 @@
+"""devstack package."""

@@ -1,0 +1,7 @@
+"""Shared fixtures: each component's fixtures live in tests/fixtures/<component>.py."""
+
+pytest_plugins = [
+    "tests.fixtures.etcd",
+    "tests.fixtures.temporal",
+    "tests.fixtures.stack",
+]
