@@ -42,7 +42,9 @@ def parse_cpus(value: object) -> float:
     elif isinstance(value, str):
         m = _QTY.match(value)
         if not m or m.group(2) not in ("", "m"):
-            raise ValueError(f"invalid cpus {value!r}: use a number like 2 or millicores like '500m'")
+            raise ValueError(
+                f"invalid cpus {value!r}: use a number like 2 or millicores like '500m'"
+            )
         number = float(m.group(1)) / (1000.0 if m.group(2) == "m" else 1.0)
     else:
         raise ValueError("cpus must be a number or millicores like '500m'")
@@ -95,7 +97,9 @@ def parse_accelerators(value: object) -> dict[str, int]:
     result: dict[str, int] = {}
     for item in items:
         if not isinstance(item, str) or not (m := _ACC.match(item.strip())):
-            raise ValueError(f"invalid accelerator {item!r}: expected TYPE or TYPE:COUNT like 'A100:2'")
+            raise ValueError(
+                f"invalid accelerator {item!r}: expected TYPE or TYPE:COUNT like 'A100:2'"
+            )
         result[m.group(1)] = result.get(m.group(1), 0) + int(m.group(2) or 1)
     return result
 
