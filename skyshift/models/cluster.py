@@ -1,0 +1,84 @@
+"""Cluster: a Kubernetes, Slurm, local or cloud cluster SkyShift places work on."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from skyshift.models.base import SkyObject
+from skyshift.models.meta import Condition, StrictModel
+from skyshift.models.quantity import parse_accelerators, parse_cpus, parse_memory
+
+ClusterPhase = Literal["Init", "Provisioning", "Ready", "Error", "Deleting"]
+MANAGER_ALIASES = {"k8": "k8", "k8s": "k8", "kubernetes": "k8", "slurm": "slurm", "local": "local"}
+
+
+class ClusterSpec(StrictModel):
+    manager: str = "k8"
+    cloud: str = ""
+    region: str = ""
+    cpus: float = 0.0
+    memory: float = 0.0
+    disk_size: float = 0.0
+    accelerators: dict[str, int] = Field(default_factory=dict)
+    ports: list[int] = Field(default_factory=list)
+    num_nodes: int = Field(default=1, ge=1)
+    provision: bool = False
+    config_path: str = ""
+    context: str = ""
+    access_config: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("manager", mode="before")
+    @classmethod
+    def _manager(cls, v: object) -> str:
+        key = str(v).lower()
+        if key not in MANAGER_ALIASES:
+            raise ValueError(f"unknown manager {v!r}: expected local, k8 (kubernetes) or slurm")
+        return MANAGER_ALIASES[key]
+
+    @field_validator("cpus", mode="before")
+    @classmethod
+    def _cpus(cls, v: object) -> float:
+        return parse_cpus(v)
+
+    @field_validator("memory", "disk_size", mode="before")
+    @classmethod
+    def _memory(cls, v: object) -> float:
+        return parse_memory(v)
+
+    @field_validator("accelerators", mode="before")
+    @classmethod
+    def _acc(cls, v: object) -> dict[str, int]:
+        return parse_accelerators(v)
+
+
+class NodeResources(StrictModel):
+    cpus: float = 0.0
+    memory: float = 0.0
+    gpus: int = 0
+    disk: float = 0.0
+    accelerators: dict[str, int] = Field(default_factory=dict)
+
+
+class ClusterStatus(StrictModel):
+    phase: ClusterPhase = "Init"
+    message: str = ""
+    capacity: dict[str, NodeResources] = Field(default_factory=dict)
+    allocatable: dict[str, NodeResources] = Field(default_factory=dict)
+    lastHeartbeat: str | None = None
+    observedGeneration: int = 0
+    conditions: list[Condition] = Field(default_factory=list)
+    workflowId: str = ""
+
+
+class Cluster(SkyObject):
+    KIND: ClassVar[str] = "Cluster"
+    PLURAL: ClassVar[str] = "clusters"
+    NAMESPACED: ClassVar[bool] = False
+    HAS_LIFECYCLE: ClassVar[bool] = True
+
+    kind: Literal["Cluster"] = "Cluster"
+    spec: ClusterSpec = Field(default_factory=ClusterSpec)
+    status: ClusterStatus = Field(default_factory=ClusterStatus)

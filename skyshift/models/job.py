@@ -1,0 +1,130 @@
+"""Job: containers to run somewhere in the super-cluster (a superset of the original's spec)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from skyshift.models.base import SkyObject
+from skyshift.models.meta import Condition, LabelFilter, StrictModel
+from skyshift.models.quantity import Resources, parse_accelerators, parse_cpus, parse_memory
+
+JobPhase = Literal["Pending", "Scheduled", "Running", "Succeeded", "Failed", "Deleting"]
+TERMINAL_PHASES = ("Succeeded", "Failed")
+RestartPolicy = Literal["Always", "OnFailure", "Never"]
+
+
+class ResourceRequest(StrictModel):
+    """Per-replica request. cpus: cores or millicores ('500m'); memory: MB or '4Gi'."""
+
+    cpus: float = 1.0
+    memory: float = 0.0
+    gpus: int = Field(default=0, ge=0)
+    accelerators: dict[str, int] = Field(default_factory=dict)
+
+    @field_validator("cpus", mode="before")
+    @classmethod
+    def _cpus(cls, v: object) -> float:
+        return parse_cpus(v)
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _memory(cls, v: object) -> float:
+        return parse_memory(v)
+
+    @field_validator("accelerators", mode="before")
+    @classmethod
+    def _acc(cls, v: object) -> dict[str, int]:
+        return parse_accelerators(v)
+
+    def to_resources(self) -> Resources:
+        return Resources(self.cpus, self.memory, self.gpus, dict(self.accelerators))
+
+
+class Preference(LabelFilter):
+    weight: int = Field(default=1, ge=1, le=100)
+
+
+class Placement(StrictModel):
+    """A cluster passes if it matches ANY filter (none = all pass); preferences rank passers."""
+
+    filters: list[LabelFilter] = Field(default_factory=list)
+    preferences: list[Preference] = Field(default_factory=list)
+
+
+class Volume(StrictModel):
+    name: str
+    mountPath: str
+    hostPath: str = ""
+    readOnly: bool = False
+
+
+class JobSpec(StrictModel):
+    image: str = "ubuntu:22.04"
+    imagePullPolicy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    run: str = ""
+    envs: dict[str, str] = Field(default_factory=dict)
+    ports: list[int] = Field(default_factory=list)
+    resources: ResourceRequest = Field(default_factory=ResourceRequest)
+    replicas: int = Field(default=1, ge=0, le=10_000)
+    restartPolicy: RestartPolicy = "OnFailure"
+    maxRestarts: int = Field(default=3, ge=0)
+    placement: Placement = Field(default_factory=Placement)
+    priority: int = 0
+    volumes: list[Volume] = Field(default_factory=list)
+
+    @field_validator("ports")
+    @classmethod
+    def _ports(cls, v: list[int]) -> list[int]:
+        for p in v:
+            if not 1 <= p <= 65535:
+                raise ValueError(f"port {p} is out of range 1-65535")
+        return v
+
+    @field_validator("envs", mode="before")
+    @classmethod
+    def _envs(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {str(k): str(val) for k, val in v.items()}
+        return v
+
+
+class ReplicaCounts(StrictModel):
+    Pending: int = 0
+    Running: int = 0
+    Succeeded: int = 0
+    Failed: int = 0
+    Unknown: int = 0
+
+
+class JobStatus(StrictModel):
+    phase: JobPhase = "Pending"
+    message: str = ""
+    placement: dict[str, int] = Field(default_factory=dict)
+    replicaStatus: dict[str, ReplicaCounts] = Field(default_factory=dict)
+    restarts: int = 0
+    schedulerReasons: dict[str, str] = Field(default_factory=dict)
+    observedGeneration: int = 0
+    conditions: list[Condition] = Field(default_factory=list)
+    startTime: str | None = None
+    completionTime: str | None = None
+    workflowId: str = ""
+
+
+class Job(SkyObject):
+    KIND: ClassVar[str] = "Job"
+    PLURAL: ClassVar[str] = "jobs"
+    NAMESPACED: ClassVar[bool] = True
+    HAS_LIFECYCLE: ClassVar[bool] = True
+
+    kind: Literal["Job"] = "Job"
+    spec: JobSpec = Field(default_factory=JobSpec)
+    status: JobStatus = Field(default_factory=JobStatus)
+
+    @model_validator(mode="after")
+    def _check(self) -> Job:
+        if self.spec.restartPolicy == "Always" and self.spec.maxRestarts == 0:
+            # Always with no restarts allowed would contradict itself; keep the policy honest.
+            raise ValueError("spec.maxRestarts must be > 0 when restartPolicy is Always")
+        return self

@@ -1,0 +1,47 @@
+"""Service: a stable address for replicas selected by labels, with a primary cluster."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from skyshift.models.base import SkyObject
+from skyshift.models.meta import Condition, StrictModel, validate_labels
+
+
+class ServicePort(StrictModel):
+    port: int = Field(ge=1, le=65535)
+    targetPort: int | None = Field(default=None, ge=1, le=65535)
+    nodePort: int | None = Field(default=None, ge=1, le=65535)
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+
+
+class ServiceSpec(StrictModel):
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    selector: dict[str, str] = Field(default_factory=dict)
+    ports: list[ServicePort] = Field(default_factory=list)
+    clusterIP: str = ""
+    primaryCluster: str = ""
+
+    @field_validator("selector")
+    @classmethod
+    def _selector(cls, v: dict[str, str]) -> dict[str, str]:
+        return validate_labels(v)
+
+
+class ServiceStatus(StrictModel):
+    externalIP: str = ""
+    clusterIP: str = ""
+    message: str = ""
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class Service(SkyObject):
+    KIND: ClassVar[str] = "Service"
+    PLURAL: ClassVar[str] = "services"
+    NAMESPACED: ClassVar[bool] = True
+
+    kind: Literal["Service"] = "Service"
+    spec: ServiceSpec = Field(default_factory=ServiceSpec)
+    status: ServiceStatus = Field(default_factory=ServiceStatus)
