@@ -1,0 +1,141 @@
+"""The batch's working copy of per-node free capacity.
+
+Placement is per node: a replica fits only where its whole request fits in one node's free
+resources, so a cluster with two 2-cpu nodes cannot take a 3-cpu replica. Every replica placed in
+a batch is subtracted here before the next job is looked at, which is what keeps one batch (and so
+a burst of concurrent submissions) from overcommitting a cluster. The numbers are kept in small
+mutable records rather than ``Resources`` values because this loop is the scheduler's hot path.
+"""
+
+from collections.abc import Sequence
+
+from skyshift.models.quantity import Resources
+from skyshift.scheduler.types import ClusterInfo
+
+EPS = 1e-9
+UNBOUNDED = 1 << 30  # replicas per node when a request asks for nothing at all
+
+
+def fmt(x: float) -> str:
+    """2 -> '2', 2.5 -> '2.5', 1/3 -> '0.333' (never exponent notation)."""
+    return f"{max(x, 0.0):.3f}".rstrip("0").rstrip(".")
+
+
+class _Node:
+    __slots__ = ("acc", "cpus", "gpus", "memory", "name")
+
+    def __init__(self, name: str, free: Resources) -> None:
+        self.name = name
+        self.cpus = free.cpus
+        self.memory = free.memory
+        self.gpus = free.gpus
+        self.acc = dict(free.accelerators)
+
+    def fit(self, req: Resources) -> int:
+        """How many replicas of ``req`` fit on this node."""
+        n = UNBOUNDED
+        if req.cpus > 0:
+            n = min(n, int((self.cpus + EPS) // req.cpus))
+        if req.memory > 0:
+            n = min(n, int((self.memory + EPS) // req.memory))
+        if req.gpus > 0:
+            n = min(n, self.gpus // req.gpus)
+        for kind, count in req.accelerators.items():
+            if count > 0:
+                n = min(n, self.acc.get(kind, 0) // count)
+        return max(n, 0)
+
+    def take(self, req: Resources, n: int) -> None:
+        self.cpus -= req.cpus * n
+        self.memory -= req.memory * n
+        self.gpus -= req.gpus * n
+        for kind, count in req.accelerators.items():
+            self.acc[kind] = self.acc.get(kind, 0) - count * n
+
+    def free(self) -> Resources:
+        return Resources(self.cpus, self.memory, self.gpus, dict(self.acc))
+
+
+def describe(req: Resources) -> str:
+    """'cpus 4, memory 8000MB, A100 1' for messages."""
+    parts = []
+    if req.cpus > 0:
+        parts.append(f"cpus {fmt(req.cpus)}")
+    if req.memory > 0:
+        parts.append(f"memory {fmt(req.memory)}MB")
+    if req.gpus > 0:
+        parts.append(f"gpus {req.gpus}")
+    parts += [f"{k} {v}" for k, v in sorted(req.accelerators.items()) if v > 0]
+    return ", ".join(parts) or "nothing"
+
+
+class Ledger:
+    """Free capacity per cluster and node, as it stands after this batch's reservations."""
+
+    def __init__(self, clusters: Sequence[ClusterInfo]) -> None:
+        self._nodes: dict[str, list[_Node]] = {}
+        self._initial: dict[str, list[_Node]] = {}
+        for c in clusters:
+            if c.name in self._nodes:
+                continue  # duplicate name: the first one wins
+            ordered = sorted(c.nodes, key=lambda n: n.name)
+            self._nodes[c.name] = [_Node(n.name, n.free) for n in ordered]
+            self._initial[c.name] = [_Node(n.name, n.free) for n in ordered]
+
+    def fit_counts(self, cluster: str, req: Resources) -> list[int]:
+        """Replicas of ``req`` each node of ``cluster`` still holds (node-name order)."""
+        return [node.fit(req) for node in self._nodes.get(cluster, [])]
+
+    def reserve(self, cluster: str, req: Resources, replicas: int, counts: list[int]) -> None:
+        """Take ``replicas`` copies of ``req`` from ``cluster``, best fit first: the nodes with
+        the least room for this request fill up first, keeping big holes for big replicas.
+        ``counts`` is ``fit_counts`` for the same request, just computed by the caller."""
+        nodes = self._nodes[cluster]
+        order = sorted((c, i) for i, c in enumerate(counts) if c > 0)
+        left = replicas
+        for count, i in order:
+            if left <= 0:
+                break
+            n = min(count, left)
+            nodes[i].take(req, n)
+            left -= n
+        if left > 0:
+            raise ValueError(f"cluster {cluster} cannot hold {replicas} replicas")
+
+    def explain(self, cluster: str, req: Resources, replicas: int, holds: int) -> str:
+        """Why ``cluster`` cannot take all ``replicas`` (it holds ``holds`` of them now)."""
+        nodes = self._nodes.get(cluster, [])
+        if not nodes:
+            return "insufficient resources: cluster reports no nodes"
+        if holds > 0:
+            why = f"insufficient resources: room for {holds} of {replicas} replicas"
+        else:
+            why = "insufficient resources: " + self._no_node_fits(nodes, req)
+        initial = sum(node.fit(req) for node in self._initial.get(cluster, []))
+        if initial > holds:
+            why += " (free capacity was reserved by jobs placed earlier in this batch)"
+        return why
+
+    @staticmethod
+    def _no_node_fits(nodes: list[_Node], req: Resources) -> str:
+        short: list[str] = []
+        if req.cpus > 0 and (top := max(n.cpus for n in nodes)) + EPS < req.cpus:
+            short.append(f"cpus: need {fmt(req.cpus)}, largest free node has {fmt(top)}")
+        if req.memory > 0 and (top := max(n.memory for n in nodes)) + EPS < req.memory:
+            short.append(
+                f"memory: need {fmt(req.memory)}MB, largest free node has {fmt(top)}MB"
+            )
+        if req.gpus > 0 and (igpu := max(n.gpus for n in nodes)) < req.gpus:
+            short.append(f"gpus: need {req.gpus}, largest free node has {max(igpu, 0)}")
+        for kind, count in sorted(req.accelerators.items()):
+            if count > 0 and (iacc := max(n.acc.get(kind, 0) for n in nodes)) < count:
+                short.append(f"{kind}: need {count}, largest free node has {max(iacc, 0)}")
+        if short:
+            return "; ".join(short)
+        # Every resource is free somewhere, just never all on the same node.
+        gaps = [(req.shortfall(n.free()), n.name) for n in nodes]
+        gap, name = min(gaps, key=lambda g: (len(g[0]), g[1]))
+        return (
+            f"no single node has {describe(req)} free at once "
+            f"(closest, {name}, is short of {'; '.join(gap)})"
+        )

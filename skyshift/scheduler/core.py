@@ -1,0 +1,137 @@
+"""``schedule_batch``: place a batch of pending jobs against one capacity snapshot.
+
+The SchedulerWorkflow calls this from a single activity per batch, so it must be pure and
+deterministic: the same jobs, clusters and policies always give the same decisions.
+
+Semantics:
+
+* Order. Jobs go by priority (higher first), then creation time (earlier first), then key (and
+  uid). Decisions come back in the order of the ``jobs`` argument, one per job.
+* No overcommit. Each placed job's replicas are subtracted, node by node, from a working copy of
+  the free capacity before the next job is considered.
+* Gang placement. A job's replicas are placed all or nothing; a job that cannot get all of them
+  reserves nothing.
+* Backfill. Because a blocked job reserves nothing, lower-priority jobs behind it may use the
+  capacity it cannot use (e.g. a 2-cpu job runs while an 8-cpu job waits for a big node). This
+  keeps clusters busy; the price is that a large job can wait while small ones keep arriving, so
+  starvation protection (e.g. priority aging) is the queue's business, not this function's.
+* Spread. Feasible clusters are ranked (preference weights, then headroom, then name); the top
+  one gets as many replicas as its nodes hold, the rest spill to the next, and so on. A job that
+  fits in the best cluster stays there; 12 replicas over three clusters holding 4 each go 4/4/4.
+* Explanations. Every cluster a job did not use, or that could not take all of it, gets a reason
+  in ``Decision.reasons``; ``Decision.message`` is a one-line summary.
+"""
+
+from collections.abc import Sequence
+
+from skyshift.scheduler.capacity import Ledger
+from skyshift.scheduler.plugins import (
+    ClusterScore,
+    applicable_policies,
+    preference_score,
+    rank,
+    run_filters,
+)
+from skyshift.scheduler.types import ClusterInfo, Decision, FilterPolicyInfo, JobRequest
+
+MAX_GROUPS = 6  # distinct reasons spelled out in a pending job's message
+MAX_NAMES = 5  # cluster names listed per reason in that message
+
+
+def job_order(job: JobRequest) -> tuple[int, float, str, str]:
+    """Sort key for the batch: priority (higher first), then FIFO, then key and uid."""
+    return (-job.priority, job.created, job.key, job.uid)
+
+
+def schedule_batch(
+    jobs: list[JobRequest],
+    clusters: list[ClusterInfo],
+    policies: list[FilterPolicyInfo],
+) -> list[Decision]:
+    """Place ``jobs`` on ``clusters`` under ``policies``; one Decision per job, in input order.
+
+    Clusters are considered in name order; if two share a name, the first one given is used.
+    """
+    unique: dict[str, ClusterInfo] = {}
+    for c in clusters:
+        unique.setdefault(c.name, c)
+    ordered = [unique[name] for name in sorted(unique)]
+    ledger = Ledger(ordered)
+    decisions: dict[int, Decision] = {}
+    for i in sorted(range(len(jobs)), key=lambda i: job_order(jobs[i])):
+        decisions[i] = place_job(jobs[i], ordered, policies, ledger)
+    return [decisions[i] for i in range(len(jobs))]
+
+
+def place_job(
+    job: JobRequest,
+    clusters: Sequence[ClusterInfo],
+    policies: Sequence[FilterPolicyInfo],
+    ledger: Ledger,
+) -> Decision:
+    """Place one job against ``ledger`` (reserving its replicas there when it is placed)."""
+    if job.replicas <= 0:
+        return Decision(job.key, job.uid, {}, {}, "nothing to place: 0 replicas requested")
+    req = job.per_replica
+    governing = applicable_policies(job, policies)
+    reasons: dict[str, str] = {}
+    scores: list[ClusterScore] = []
+    counts: dict[str, list[int]] = {}
+    for cluster in clusters:
+        if (why := run_filters(job, cluster, governing)) is not None:
+            reasons[cluster.name] = why
+            continue
+        per_node = ledger.fit_counts(cluster.name, req)
+        holds = sum(per_node)
+        if holds == 0:
+            reasons[cluster.name] = ledger.explain(cluster.name, req, job.replicas, 0)
+            continue
+        counts[cluster.name] = per_node
+        scores.append(ClusterScore(cluster.name, preference_score(job, cluster), holds))
+    ranked = rank(scores)
+
+    room = sum(s.headroom for s in ranked)
+    if room < job.replicas:
+        for s in ranked:
+            reasons[s.name] = ledger.explain(s.name, req, job.replicas, s.headroom)
+        reasons = dict(sorted(reasons.items()))
+        return Decision(job.key, job.uid, {}, reasons,
+                        pending_message(job.replicas, len(clusters), room, reasons))
+
+    assignments: dict[str, int] = {}
+    left = job.replicas
+    for s in ranked:
+        if left == 0:
+            used = ", ".join(assignments)
+            reasons[s.name] = f"not needed: higher-ranked {used} took all {job.replicas} replicas"
+            continue
+        n = min(s.headroom, left)
+        ledger.reserve(s.name, req, n, counts[s.name])
+        assignments[s.name] = n
+        if s.headroom < left:
+            reasons[s.name] = f"room for only {n} of {job.replicas} replicas"
+        left -= n
+    spread = ", ".join(f"{name}={n}" for name, n in assignments.items())
+    return Decision(job.key, job.uid, assignments, dict(sorted(reasons.items())),
+                    f"placed {job.replicas} replicas: {spread}")
+
+
+def pending_message(replicas: int, clusters: int, room: int, reasons: dict[str, str]) -> str:
+    """'0/3 clusters fit: a, b: not Ready | c: insufficient resources: ...' (one line)."""
+    if clusters == 0:
+        return "0/0 clusters fit: no clusters are known"
+    head = f"0/{clusters} clusters fit"
+    if room > 0:
+        head += f" {replicas} replicas (room for {room} in total)"
+    groups: dict[str, list[str]] = {}
+    for name, why in reasons.items():
+        groups.setdefault(why, []).append(name)
+    parts = []
+    for why, names in list(groups.items())[:MAX_GROUPS]:
+        shown = ", ".join(names[:MAX_NAMES])
+        if len(names) > MAX_NAMES:
+            shown += f" and {len(names) - MAX_NAMES} more"
+        parts.append(f"{shown}: {why}")
+    if len(groups) > MAX_GROUPS:
+        parts.append(f"{len(groups) - MAX_GROUPS} more reasons")
+    return f"{head}: " + " | ".join(parts)
