@@ -32,18 +32,25 @@ class _Node:
         self.acc = dict(free.accelerators)
 
     def fit(self, req: Resources) -> int:
-        """How many replicas of ``req`` fit on this node."""
+        """How many replicas of ``req`` fit on this node (the hot path: plain comparisons)."""
         n = UNBOUNDED
         if req.cpus > 0:
-            n = min(n, int((self.cpus + EPS) // req.cpus))
+            n = int((self.cpus + EPS) // req.cpus)
         if req.memory > 0:
-            n = min(n, int((self.memory + EPS) // req.memory))
+            m = int((self.memory + EPS) // req.memory)
+            if m < n:
+                n = m
         if req.gpus > 0:
-            n = min(n, self.gpus // req.gpus)
-        for kind, count in req.accelerators.items():
-            if count > 0:
-                n = min(n, self.acc.get(kind, 0) // count)
-        return max(n, 0)
+            m = self.gpus // req.gpus
+            if m < n:
+                n = m
+        if req.accelerators:
+            for kind, count in req.accelerators.items():
+                if count > 0:
+                    m = self.acc.get(kind, 0) // count
+                    if m < n:
+                        n = m
+        return n if n > 0 else 0
 
     def take(self, req: Resources, n: int) -> None:
         self.cpus -= req.cpus * n
@@ -75,6 +82,7 @@ class Ledger:
     def __init__(self, clusters: Sequence[ClusterInfo]) -> None:
         self._nodes: dict[str, list[_Node]] = {}
         self._initial: dict[str, list[_Node]] = {}
+        self._initial_holds: dict[tuple[str, tuple[object, ...]], int] = {}
         for c in clusters:
             if c.name in self._nodes:
                 continue  # duplicate name: the first one wins
@@ -111,10 +119,19 @@ class Ledger:
             why = f"insufficient resources: room for {holds} of {replicas} replicas"
         else:
             why = "insufficient resources: " + self._no_node_fits(nodes, req)
-        initial = sum(node.fit(req) for node in self._initial.get(cluster, []))
+        initial = self._holds_at_start(cluster, req)
         if initial > holds:
             why += " (free capacity was reserved by jobs placed earlier in this batch)"
         return why
+
+    def _holds_at_start(self, cluster: str, req: Resources) -> int:
+        """Replicas of ``req`` the cluster held before this batch (cached per request shape,
+        since a batch's pending jobs tend to repeat a few shapes)."""
+        key = (cluster, (req.cpus, req.memory, req.gpus, *sorted(req.accelerators.items())))
+        if (held := self._initial_holds.get(key)) is None:
+            held = sum(node.fit(req) for node in self._initial.get(cluster, []))
+            self._initial_holds[key] = held
+        return held
 
     @staticmethod
     def _no_node_fits(nodes: list[_Node], req: Resources) -> str:

@@ -380,3 +380,13 @@ def test_inputs_are_not_mutated() -> None:
     before = repr((jobs, clusters))
     schedule_batch(jobs, clusters, [])
     assert repr((jobs, clusters)) == before
+
+
+def test_overcommitted_node_counts_as_full_not_negative() -> None:
+    c = ClusterInfo("a", {}, True, [NodeInfo("over", Resources(-2, -100)),
+                                    NodeInfo("ok", Resources(2, 1000))])
+    assert one(job("j", cpus=1, memory=10, replicas=2), [c]).assignments == {"a": 2}
+    d = one(job("j", cpus=4), [c])
+    assert d.reasons["a"] == "insufficient resources: cpus: need 4, largest free node has 2"
+    d = one(job("j", cpus=4), [ClusterInfo("b", {}, True, [NodeInfo("over", Resources(-2))])])
+    assert d.reasons["b"] == "insufficient resources: cpus: need 4, largest free node has 0"
