@@ -1,0 +1,258 @@
+"""The ``skyshift`` command: ``up``, ``down`` and ``status`` of the embedded local stack.
+
+Only presentation lives here (click options, rich spinners and tables, exit codes); the work is
+in :mod:`skyshift.devstack.stack`. Every failure is one ``error:`` line and a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.status import Status
+from rich.table import Table
+
+from skyshift.config import skyshift_home
+from skyshift.devstack import stack
+from skyshift.devstack.components import Component, StackError
+from skyshift.devstack.local import attach_local_cluster, write_local_context
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _console(stderr: bool = False) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else 160, highlight=False)
+
+
+def _fail(message: str) -> None:
+    first, _, rest = message.partition("\n")
+    err = _console(stderr=True)
+    err.print(f"[bold red]error:[/] {first}", soft_wrap=True, markup=True)
+    if rest:
+        err.print(rest, markup=False, highlight=False, soft_wrap=True, style="dim")
+
+
+def handle_errors(func: F) -> F:
+    """Turn every failure into one clear line (set SKYSHIFT_DEBUG=1 for the traceback)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except StackError as exc:
+            _fail(str(exc))
+        except KeyboardInterrupt:
+            _fail("interrupted (processes started so far keep running; `skyshift down` stops them)")
+            sys.exit(130)
+        except Exception as exc:
+            if os.environ.get("SKYSHIFT_DEBUG"):
+                raise
+            _fail(f"{type(exc).__name__}: {exc} (set SKYSHIFT_DEBUG=1 for the traceback)")
+        sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class ConsoleReporter:
+    """Spinner per component on a terminal, one plain line per event otherwise."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.live = console.is_terminal
+        self._status: Status | None = None
+        self._pid = 0
+
+    def info(self, message: str) -> None:
+        self.console.print(f"[dim]{message}[/]")
+
+    def skipped(self, component: Component, why: str) -> None:
+        self.console.print(f"[dim]- {component.name}: skipped: {why}[/]")
+
+    def begin(self, component: Component, pid: int, reused: bool) -> None:
+        self._pid = pid
+        verb = "Checking" if reused else "Starting"
+        if self.live:
+            self._status = self.console.status(f"{verb} {component.title} (pid {pid})...")
+            self._status.start()
+        elif not reused:
+            self.console.print(f"  {component.name}: starting (pid {pid})")
+
+    def progress(self, component: Component, elapsed: float, detail: str) -> None:
+        if self._status is not None:
+            self._status.update(
+                f"Waiting for {component.title} (pid {self._pid}) [dim]{elapsed:4.1f}s  {detail}[/]"
+            )
+
+    def end(self, component: Component, ok: bool, elapsed: float, reused: bool) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+        if not ok:
+            self.console.print(f"[red]x[/] {component.name}: failed after {elapsed:.1f}s")
+        elif reused:
+            self.console.print(f"[green]✓[/] {component.name}: already running (pid {self._pid})")
+        else:
+            self.console.print(
+                f"[green]✓[/] {component.name}: healthy in {elapsed:.1f}s (pid {self._pid})"
+            )
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="SKYSHIFT_HOME",
+    help="Directory for state, config and logs (env SKYSHIFT_HOME, default ~/.skyshift).",
+)
+def main(home: Path | None) -> None:
+    """Run SkyShift on this machine: etcd, the Temporal dev server, the API server, the control
+    worker and the skylet manager, with this machine attached as the cluster `local`."""
+    if home is not None:
+        os.environ["SKYSHIFT_HOME"] = str(home.expanduser().absolute())
+
+
+def _port(flag: str, env: str, what: str) -> Callable[[F], F]:
+    return click.option(
+        flag,
+        type=click.IntRange(1, 65535),
+        envvar=env,
+        default=None,
+        help=f"Port of {what} (env {env}; default: last run's, else the standard one).",
+    )
+
+
+@main.command()
+@_port("--etcd-port", "SKYSHIFT_ETCD_PORT", "etcd's client URL")
+@_port("--etcd-peer-port", "SKYSHIFT_ETCD_PEER_PORT", "etcd's peer URL")
+@_port("--temporal-port", "SKYSHIFT_TEMPORAL_PORT", "the Temporal frontend (gRPC)")
+@_port("--ui-port", "SKYSHIFT_UI_PORT", "the Temporal Web UI")
+@_port("--api-port", "SKYSHIFT_API_PORT", "the SkyShift API server")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=None,
+    help="Seconds to wait for each component to become healthy (default: per component).",
+)
+@handle_errors
+def up(
+    etcd_port: int | None,
+    etcd_peer_port: int | None,
+    temporal_port: int | None,
+    ui_port: int | None,
+    api_port: int | None,
+    timeout: float | None,
+) -> None:
+    """Start the local stack in the background, or reuse what already runs.
+
+    Waits until every part is healthy, attaches this machine as the cluster `local`, makes the
+    CLI context `local` current and prints where each part listens. Ports are remembered in
+    $SKYSHIFT_HOME/stack.json for later commands.
+    """
+    home = skyshift_home()
+    console = _console()
+    flags = {
+        "etcd": etcd_port,
+        "etcd_peer": etcd_peer_port,
+        "temporal": temporal_port,
+        "ui": ui_port,
+        "api": api_port,
+    }
+    result = stack.up(home, flags, ConsoleReporter(console), timeout=timeout)
+    api_url = result.urls["api"]
+    if "api" in result.started or "api" in result.reused:
+        outcome = attach_local_cluster(api_url, home)
+        console.print(f"[green]✓[/] cluster local: {outcome}")
+    write_local_context(home, api_url)
+
+    table = Table(title="SkyShift is up", title_justify="left", show_header=True)
+    table.add_column("part")
+    table.add_column("where", overflow="fold")
+    api_note = "" if "api" not in result.skipped else "  [dim](API not installed)[/]"
+    rows = [
+        ("etcd", result.urls["etcd"]),
+        ("Temporal gRPC", result.urls["temporal"]),
+        ("Temporal UI", result.urls["temporal_ui"]),
+        ("API", result.urls["api"] + api_note),
+        ("OpenAPI docs", result.urls["docs"] + api_note),
+        ("logs", result.urls["logs"]),
+    ]
+    for part, where in rows:
+        table.add_row(part, where)
+    console.print(table)
+    console.print("[dim]CLI context `local` is current; `skyshift down` stops everything.[/]")
+
+
+@main.command()
+@click.option(
+    "--purge", is_flag=True, help="Also delete the data (etcd, Temporal db, clusters, logs)."
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=stack.DEFAULT_GRACE,
+    show_default=True,
+    help="Seconds to wait after SIGTERM before SIGKILL.",
+)
+@handle_errors
+def down(purge: bool, grace: float) -> None:
+    """Stop everything `skyshift up` started, in reverse order.
+
+    Each process group gets SIGTERM, then SIGKILL after the grace period. Data stays for the next
+    `up` unless --purge is given; the CLI config is always kept.
+    """
+    home = skyshift_home()
+    console = _console()
+    stopped = stack.down(home, purge=purge, grace=grace)
+    any_running = False
+    for item in stopped:
+        if item.outcome in ("stopped", "killed"):
+            any_running = True
+            how = "stopped" if item.outcome == "stopped" else "killed after the grace period"
+            console.print(f"[green]✓[/] {item.name}: {how} (pid {item.pid})")
+        elif item.outcome == "stale pid file":
+            console.print(f"[dim]- {item.name}: removed stale pid file[/]")
+    if not any_running:
+        console.print("nothing was running")
+    if purge:
+        console.print(f"purged data under {home}")
+
+
+@main.command()
+@handle_errors
+def status() -> None:
+    """Show each part of the local stack: running or stopped, pid, address, health.
+
+    Exits 0 when every installed part runs and is healthy, 1 otherwise.
+    """
+    home = skyshift_home()
+    console = _console()
+    statuses = stack.status(home)
+    table = Table(show_header=True)
+    for col in ("component", "state", "pid", "address", "health"):
+        table.add_column(col, overflow="fold")
+    for s in statuses:
+        state = "[green]running[/]" if s.running else "[dim]stopped[/]"
+        if not s.installed and not s.running:
+            state = "[dim]not installed[/]"
+        if s.running:
+            mark = "[green]healthy[/]" if s.healthy else f"[red]unhealthy[/] [dim]{s.detail}[/]"
+        else:
+            mark = "[dim]-[/]"
+        table.add_row(s.name, state, str(s.pid or "-"), s.address, mark)
+    console.print(table)
+    ok = stack.all_healthy(statuses)
+    console.print("all healthy" if ok else "[yellow]not all healthy[/]")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

