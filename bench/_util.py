@@ -1,0 +1,79 @@
+"""Small helpers shared by the benchmarks: percentiles, free ports, machine facts, result files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def pct(samples: list[float], q: float) -> float:
+    """The q-th percentile (0..100) by nearest rank; 0 for no samples."""
+    if not samples:
+        return 0.0
+    ordered = sorted(samples)
+    k = max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def summary_ms(samples: list[float]) -> dict[str, float]:
+    """p50/p99/mean in milliseconds of samples given in seconds."""
+    return {
+        "n": len(samples),
+        "p50_ms": round(pct(samples, 50) * 1000, 2),
+        "p99_ms": round(pct(samples, 99) * 1000, 2),
+        "mean_ms": round(statistics.fmean(samples) * 1000, 2) if samples else 0.0,
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _version(cmd: list[str]) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout
+        return out.strip().splitlines()[0] if out.strip() else "?"
+    except (OSError, subprocess.SubprocessError):
+        return "missing"
+
+
+def machine() -> dict[str, Any]:
+    import temporalio
+
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "etcd": _version(["etcd", "--version"]),
+        "temporal_cli": _version(["temporal", "--version"]),
+        "temporalio": temporalio.__version__ if hasattr(temporalio, "__version__") else "?",
+        "when": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
+
+
+def write_result(name: str, data: dict[str, Any]) -> Path:
+    """Merge this benchmark's figures into bench/results/latest.json and return its path."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / "latest.json"
+    current: dict[str, Any] = {}
+    if path.exists():
+        try:
+            current = json.loads(path.read_text())
+        except ValueError:
+            current = {}
+    current["machine"] = machine()
+    current.setdefault("benchmarks", {})[name] = data
+    path.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
+    return path
