@@ -1,1 +1,37 @@
-"""store package."""
+"""The etcd object store: Kubernetes-style objects with resourceVersion CAS, lists and watches.
+
+Import from here; the submodules are an implementation detail.
+"""
+
+from skyshift.store.errors import (
+    AlreadyExists,
+    Conflict,
+    Expired,
+    InvalidArgument,
+    InvalidSelector,
+    NotFound,
+    StoreError,
+    TooLarge,
+    Unavailable,
+)
+from skyshift.store.etcd import ListResult, ObjectStore
+from skyshift.store.selectors import Requirement, Selector, parse_selector
+from skyshift.store.watch import WatchEvent
+
+__all__ = [
+    "AlreadyExists",
+    "Conflict",
+    "Expired",
+    "InvalidArgument",
+    "InvalidSelector",
+    "ListResult",
+    "NotFound",
+    "ObjectStore",
+    "Requirement",
+    "Selector",
+    "StoreError",
+    "TooLarge",
+    "Unavailable",
+    "WatchEvent",
+    "parse_selector",
+]

@@ -1,0 +1,112 @@
+"""The aetcd connection under the store, and the one place gRPC errors become store errors.
+
+aetcd owns the gRPC channel, its stubs and the shared watch stream; this module decides how the
+channel behaves (unbounded receive size for big lists, fast reconnects after an etcd restart,
+keepalive so a silently dead peer breaks watches) and how long an operation may wait for etcd
+before the caller gets :class:`Unavailable`. Nothing outside ``skyshift.store`` sees aetcd/grpc.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aetcd
+import grpc
+
+from skyshift.config import parse_endpoints
+from skyshift.store.errors import Expired, StoreError, TooLarge, Unavailable
+
+CHANNEL_OPTIONS: dict[str, Any] = {
+    # A list page can legitimately exceed grpc's 4 MiB default.
+    "grpc.max_receive_message_length": -1,
+    "grpc.max_send_message_length": -1,
+    # grpc's default backoff grows to 2 minutes: an etcd restart would stall watches that long.
+    "grpc.initial_reconnect_backoff_ms": 100,
+    "grpc.max_reconnect_backoff_ms": 1000,
+    # Only ping while calls (watches) are open: etcd's enforcement policy (min 5 s, no pings
+    # without streams) would otherwise close the connection with too_many_pings.
+    "grpc.keepalive_time_ms": 10_000,
+    "grpc.keepalive_timeout_ms": 5_000,
+    "grpc.keepalive_permit_without_calls": 0,
+    "grpc.http2.max_pings_without_data": 0,
+}
+
+
+def make_client(endpoints: str, timeout: float) -> aetcd.Client:
+    """An unconnected aetcd client for ``host:port[,host:port...]``.
+
+    Several endpoints become a gRPC ``ipv4:a:p,b:q`` target (pick-first fails over in order),
+    which needs IPv4 literals; aetcd formats its target as ``f"{host}:{port}"``.
+    """
+    try:
+        pairs = parse_endpoints(endpoints)
+    except ValueError as exc:
+        raise StoreError(f"bad etcd endpoints {endpoints!r}: {exc}") from exc
+    if len(pairs) == 1:
+        host, port = pairs[0]
+    else:
+        hosts = [h for h, _ in pairs]
+        if not all(_is_ipv4(h) for h in hosts):
+            raise StoreError(f"several etcd endpoints must be IPv4 addresses: {endpoints!r}")
+        joined = ",".join(f"{h}:{p}" for h, p in pairs[:-1])
+        host, port = f"ipv4:{joined},{pairs[-1][0]}", pairs[-1][1]
+    return aetcd.Client(host=host, port=port, timeout=timeout, options=dict(CHANNEL_OPTIONS))
+
+
+def _is_ipv4(host: str) -> bool:
+    parts = host.split(".")
+    return len(parts) == 4 and all(p.isdigit() and int(p) < 256 for p in parts)
+
+
+async def wait_ready(client: aetcd.Client, endpoints: str, timeout: float) -> None:
+    """Wait until the channel is connected; Unavailable after ``timeout`` seconds."""
+    channel = client.channel
+    if channel is None:
+        raise StoreError("etcd client is closed")
+    if channel.get_state(try_to_connect=True) == grpc.ChannelConnectivity.READY:
+        return
+    try:
+        await asyncio.wait_for(channel.channel_ready(), timeout)
+    except TimeoutError:
+        raise Unavailable(
+            f"etcd at {endpoints} is unreachable (no connection within {timeout:g}s)"
+        ) from None
+
+
+def _status(exc: BaseException) -> tuple[Any, str]:
+    """(grpc status code or None, details) of a raw grpc or aetcd-wrapped error."""
+    for candidate in (exc, exc.__cause__):
+        if isinstance(candidate, grpc.aio.AioRpcError):
+            return candidate.code(), candidate.details() or ""
+    return None, str(exc)
+
+
+def is_compacted(exc: BaseException) -> bool:
+    code, details = _status(exc)
+    return code == grpc.StatusCode.OUT_OF_RANGE and "compacted" in details
+
+
+def translate(exc: BaseException, what: str, timeout: float) -> StoreError:
+    """Map an aetcd/grpc error raised while doing ``what`` to the store's own error."""
+    if isinstance(exc, StoreError):
+        return exc
+    if isinstance(exc, aetcd.RevisionCompactedError):
+        rev = int(exc.compacted_revision)
+        return Expired(f"{what}: revision was compacted (oldest available {rev})", rev)
+    code, details = _status(exc)
+    if (
+        isinstance(exc, aetcd.ConnectionTimeoutError | aetcd.WatchTimeoutError | TimeoutError)
+        or code == grpc.StatusCode.DEADLINE_EXCEEDED
+    ):
+        return Unavailable(f"{what}: etcd did not answer within {timeout:g}s")
+    if isinstance(exc, aetcd.ConnectionFailedError) or code in (
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.CANCELLED,
+    ):
+        return Unavailable(f"{what}: etcd is unavailable ({details})")
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED or "request is too large" in details:
+        return TooLarge(f"{what}: request too large for etcd ({details})")
+    if is_compacted(exc):
+        return Expired(f"{what}: revision was compacted")
+    return StoreError(f"{what}: etcd error: {details or exc!r}")
