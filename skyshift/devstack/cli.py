@@ -70,6 +70,7 @@ class ConsoleReporter:
         self.live = console.is_terminal
         self._status: Status | None = None
         self._pid = 0
+        self._next_line = 0.0
 
     def info(self, message: str) -> None:
         self.console.print(f"[dim]{message}[/]")
@@ -85,12 +86,16 @@ class ConsoleReporter:
             self._status.start()
         elif not reused:
             self.console.print(f"  {component.name}: starting (pid {pid})")
+        self._next_line = 5.0
 
     def progress(self, component: Component, elapsed: float, detail: str) -> None:
         if self._status is not None:
             self._status.update(
                 f"Waiting for {component.title} (pid {self._pid}) [dim]{elapsed:4.1f}s  {detail}[/]"
             )
+        elif elapsed >= self._next_line:  # plain output: a line every 5 s, not every poll
+            self._next_line = elapsed + 5.0
+            self.console.print(f"  {component.name}: waiting ({elapsed:.0f}s): {detail}")
 
     def end(self, component: Component, ok: bool, elapsed: float, reused: bool) -> None:
         if self._status is not None:

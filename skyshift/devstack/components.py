@@ -99,6 +99,7 @@ class Component:
     timeout: float = 60.0
     module: str | None = None  # python module run with -m; started only when installed
     data_dirs: list[Path] = field(default_factory=list)
+    env_drop: tuple[str, ...] = ()  # prefixes of inherited variables to remove
 
     @property
     def log(self) -> Path:
@@ -224,6 +225,8 @@ def build_components(home: Path, ports: Ports, resolve: bool = True) -> list[Com
         listens={"etcd client": ports.etcd, "etcd peer": ports.etcd_peer},
         timeout=30.0,
         data_dirs=[home / "etcd"],
+        # etcd reads ETCD_* variables too and refuses to start when one shadows a flag.
+        env_drop=("ETCD_",),
         home=home,
     )
 

@@ -90,8 +90,14 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-def spawn(argv: list[str], env: dict[str, str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
-    """Start ``argv`` detached, with stdout and stderr appended to ``log``."""
+def spawn(
+    argv: list[str], env: dict[str, str], log: Path, cwd: Path, drop: tuple[str, ...] = ()
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` detached, with stdout and stderr appended to ``log``.
+
+    The child inherits this environment plus ``env``, minus variables starting with ``drop``.
+    """
+    inherited = {k: v for k, v in os.environ.items() if not (drop and k.startswith(drop))}
     log.parent.mkdir(parents=True, exist_ok=True)
     cwd.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as fh:
@@ -100,7 +106,7 @@ def spawn(argv: list[str], env: dict[str, str], log: Path, cwd: Path) -> subproc
         fh.flush()
         return subprocess.Popen(
             argv,
-            env={**os.environ, **env},
+            env={**inherited, **env},
             stdin=subprocess.DEVNULL,
             stdout=fh,
             stderr=subprocess.STDOUT,

@@ -257,7 +257,9 @@ def up(
             component.ready_file.unlink(missing_ok=True)
             for path in component.data_dirs:
                 path.mkdir(parents=True, exist_ok=True)
-            proc = procs.spawn(component.argv, component.env, component.log, cwd=home)
+            proc = procs.spawn(
+                component.argv, component.env, component.log, cwd=home, drop=component.env_drop
+            )
             started_at = time.time()
             procs.write_pid(component.pid_file, proc.pid)
             state.components[component.name] = {
