@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import httpx
@@ -17,8 +19,18 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 
 from skyshift.devstack import procs
-from skyshift.devstack.components import SEARCH_ATTRIBUTES, module_installed
-from tests.fixtures.stack import DevStack, new_stack, require_stack_binaries
+from skyshift.devstack import stack as stack_mod
+from skyshift.devstack.components import (
+    SEARCH_ATTRIBUTES,
+    Component,
+    Health,
+    HttpHealth,
+    ProcessHealth,
+    StackError,
+    module_installed,
+)
+from skyshift.devstack.local import attach_local_cluster
+from tests.fixtures.stack import DevStack, free_ports, new_stack, require_stack_binaries
 
 pytestmark = pytest.mark.integration
 
@@ -189,3 +201,138 @@ def test_help_on_every_command(tmp_path: Path, command: list[str]) -> None:
     out = new_stack(tmp_path).run_skyshift(*command, "--help")
     assert out.returncode == 0
     assert "Usage:" in out.stdout and len(out.stdout.splitlines()) > 4
+
+
+# --- the generic machinery with stand-in components (no etcd/Temporal needed) ---------------
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def info(self, message: str) -> None:
+        self.events.append(f"info {message}")
+
+    def skipped(self, component: Component, why: str) -> None:
+        self.events.append(f"skipped {component.name}")
+
+    def begin(self, component: Component, pid: int, reused: bool) -> None:
+        self.events.append(f"begin {component.name} reused={reused}")
+
+    def progress(self, component: Component, elapsed: float, detail: str) -> None:
+        pass
+
+    def end(self, component: Component, ok: bool, elapsed: float, reused: bool) -> None:
+        self.events.append(f"end {component.name} ok={ok}")
+
+
+def fake(home: Path, name: str, code: str, health: Health, timeout: float = 10.0) -> Component:
+    return Component(
+        name=name,
+        title=name,
+        argv=[sys.executable, "-c", code],
+        env={"SKYSHIFT_READY_FILE": str(home / "run" / f"{name}.ready")},
+        health=health,
+        address="-",
+        listens={},
+        home=home,
+        timeout=timeout,
+    )
+
+
+def use_components(monkeypatch: pytest.MonkeyPatch, make) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(stack_mod, "build_components", lambda home, ports, resolve=True: make(home))
+
+
+def test_generic_up_reuse_and_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (port,) = free_ports(1)
+    web_code = (
+        f"import http.server as h; h.ThreadingHTTPServer(('127.0.0.1', {port}), "
+        "h.SimpleHTTPRequestHandler).serve_forever()"
+    )
+    ready_code = (
+        "import os, pathlib, time; time.sleep(0.3); "
+        "pathlib.Path(os.environ['SKYSHIFT_READY_FILE']).touch(); time.sleep(600)"
+    )
+
+    def make(home: Path) -> list[Component]:
+        return [
+            fake(home, "web", web_code, HttpHealth(f"http://127.0.0.1:{port}/")),
+            fake(home, "worker", ready_code, ProcessHealth(home / "run" / "worker.ready")),
+            fake(home, "sleeper", "import time; time.sleep(600)", ProcessHealth(settle=0.3)),
+        ]
+
+    use_components(monkeypatch, make)
+    home = tmp_path / "home"
+    rec = Recorder()
+    first = stack_mod.up(home, {}, rec)
+    assert first.started == ["web", "worker", "sleeper"]
+    assert "end worker ok=True" in rec.events
+    started = pids(DevStack(home=home, ports={}))
+    assert stack_mod.all_healthy(stack_mod.status(home))
+
+    again = stack_mod.up(home, {}, Recorder())
+    assert again.reused == ["web", "worker", "sleeper"] and not again.started
+    assert pids(DevStack(home=home, ports={})) == started
+
+    stopped = stack_mod.down(home, grace=5)
+    assert [s.name for s in stopped] == ["sleeper", "worker", "web"]
+    assert {s.outcome for s in stopped} == {"stopped"}
+    for pid in started.values():
+        assert not procs.group_alive(pid)
+    assert not (home / "run" / "worker.ready").exists()
+    assert not stack_mod.all_healthy(stack_mod.status(home))
+
+
+def test_generic_crash_and_timeout_report_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    crash = "print('boom: bad config', flush=True); raise SystemExit(3)"
+    use_components(monkeypatch, lambda h: [fake(h, "crasher", crash, ProcessHealth(settle=5))])
+    with pytest.raises(StackError) as err:
+        stack_mod.up(home, {}, Recorder())
+    assert "crasher exited with code 3 before becoming healthy" in str(err.value)
+    assert "boom: bad config" in str(err.value)
+
+    slow = "print('still thinking', flush=True); import time; time.sleep(600)"
+    use_components(
+        monkeypatch,
+        lambda h: [fake(h, "slow", slow, ProcessHealth(h / "run" / "slow.ready"), timeout=1)],
+    )
+    with pytest.raises(StackError) as err:
+        stack_mod.up(home, {}, Recorder())
+    assert "slow was not healthy after 1s (waiting for slow.ready)" in str(err.value)
+    assert "still thinking" in str(err.value)
+    state = json.loads((home / "stack.json").read_text())
+    assert "slow" not in state["components"]  # the timed-out process was stopped
+    assert not (home / "run" / "slow.pid").exists()
+
+
+def test_attach_local_cluster_is_idempotent(tmp_path: Path) -> None:
+    seen: list[dict[str, object]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            assert self.path == "/clusters"
+            self.send_response(409 if seen else 201)
+            seen.append(body)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert attach_local_cluster(url, tmp_path) == "attached"
+        assert attach_local_cluster(url, tmp_path) == "already attached"
+    finally:
+        server.shutdown()
+    spec = seen[0]["spec"]
+    assert seen[0]["metadata"] == {"name": "local"}
+    assert isinstance(spec, dict) and spec["manager"] == "local" and spec["memory"] > 0
+    assert spec["config"] == {"state_dir": str(tmp_path / "clusters" / "local")}
