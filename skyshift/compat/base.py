@@ -1,0 +1,95 @@
+"""The ClusterManager protocol every adapter implements, and the factory that builds adapters.
+
+The skylet worker for a cluster holds one ClusterManager and calls it from activities; nothing
+above compat knows which manager is behind it. The contract (idempotent submit keyed by replica
+name, one ``replicas()`` call per cluster, only compat errors) is checked for every adapter by
+``tests/integration/contract_suite.py``.
+
+Adapters are registered by manager name. Built-in ones are imported lazily, so building a local
+cluster never imports the Kubernetes client: to add one, put a ``"manager": "module:Class"`` entry
+in ``_BUILTIN`` (or call ``register_manager`` from a plugin).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from skyshift.compat.errors import Permanent
+from skyshift.compat.types import ClusterState, ExecResult, ReplicaSpec, ReplicaStatus
+
+
+@runtime_checkable
+class ClusterManager(Protocol):
+    """One cluster, seen through its manager (local processes, Kubernetes, Slurm)."""
+
+    name: str
+    manager: str  # "local" | "k8" | "slurm"
+
+    async def connect(self) -> None:
+        """Prepare clients; cheap to call again."""
+
+    async def close(self) -> None:
+        """Release clients; replicas keep running."""
+
+    async def state(self) -> ClusterState:
+        """Health, nodes, capacity and allocatable. Raises Transient when unreachable."""
+
+    async def submit(self, replicas: list[ReplicaSpec]) -> list[ReplicaStatus]:
+        """Create the replicas. Idempotent: a replica whose name exists is adopted, never
+        created twice. Raises Permanent for a spec that can never run, Transient when it cannot
+        run right now."""
+
+    async def replicas(self) -> list[ReplicaStatus]:
+        """Every SkyShift replica on the cluster, in one call (not one per job)."""
+
+    async def delete(self, names: list[str]) -> None:
+        """Stop and remove the named replicas; names that do not exist are fine."""
+
+    async def delete_job(self, job_uid: str) -> list[str]:
+        """Stop and remove every replica of a job; returns the names removed."""
+
+    async def logs(self, name: str, tail: int | None = None) -> str:
+        """Output of a replica (last ``tail`` lines when given). Raises NotFound."""
+
+    async def exec(self, name: str, command: list[str], timeout: float = 60) -> ExecResult:
+        """Run a command inside a running replica. Raises Unsupported where the manager has
+        no such operation, NotFound for an unknown replica."""
+
+
+ManagerFactory = Callable[[str, dict[str, Any]], ClusterManager]
+
+# manager name -> "module:attribute" of a class or function taking (name, config)
+_BUILTIN: dict[str, str] = {
+    "local": "skyshift.compat.local:LocalManager",
+}
+_REGISTRY: dict[str, ManagerFactory] = {}
+
+
+def register_manager(manager: str, factory: ManagerFactory) -> None:
+    """Make ``create_manager(..., manager, ...)`` build clusters with ``factory``."""
+    _REGISTRY[manager] = factory
+
+
+def known_managers() -> list[str]:
+    return sorted(set(_BUILTIN) | set(_REGISTRY))
+
+
+def _lookup(manager: str) -> ManagerFactory:
+    if manager in _REGISTRY:
+        return _REGISTRY[manager]
+    target = _BUILTIN.get(manager)
+    if target is None:
+        raise Permanent(
+            f"unknown cluster manager {manager!r}; known: {', '.join(known_managers())}"
+        )
+    module_name, _, attr = target.partition(":")
+    factory: ManagerFactory = getattr(importlib.import_module(module_name), attr)
+    _REGISTRY[manager] = factory
+    return factory
+
+
+def create_manager(name: str, manager: str, config: dict[str, Any]) -> ClusterManager:
+    """Build the adapter for cluster ``name``. Unknown manager or bad config -> Permanent."""
+    return _lookup(manager)(name, dict(config))

@@ -1,0 +1,117 @@
+"""Plain dataclasses exchanged with cluster adapters.
+
+They travel as Temporal activity payloads, so they hold only str/int/float/bool/list/dict/None and
+nested dataclasses (``Resources``): no datetimes (times are epoch seconds), no enums, no vendor
+objects. New fields must get defaults so old payloads still decode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from skyshift.models.quantity import Resources
+
+#: Replica states every adapter reports (mirrors the pod phases of Kubernetes).
+PENDING = "Pending"
+RUNNING = "Running"
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+UNKNOWN = "Unknown"
+STATES = (PENDING, RUNNING, SUCCEEDED, FAILED, UNKNOWN)
+FINISHED_STATES = (SUCCEEDED, FAILED)
+
+
+@dataclass
+class ReplicaSpec:
+    """One replica of a job, as submitted to one cluster."""
+
+    name: str  # deterministic "<job>-<uid8>-<rank>", unique per cluster; the idempotency key
+    job_name: str
+    namespace: str
+    job_uid: str
+    rank: int
+    image: str = ""
+    run: str = ""
+    envs: dict[str, str] = field(default_factory=dict)
+    ports: list[int] = field(default_factory=list)
+    resources: Resources = field(default_factory=Resources)
+    restart_policy: str = "Never"
+    labels: dict[str, str] = field(default_factory=dict)
+    attempt: int = 0  # bumped when SkyShift restarts the replica
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["resources"] = self.resources.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReplicaSpec:
+        known = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["resources"] = Resources.from_dict(data.get("resources"))
+        return cls(**kwargs)
+
+
+@dataclass
+class ReplicaStatus:
+    """What a cluster says about one replica right now."""
+
+    name: str
+    job_uid: str
+    namespace: str
+    job_name: str
+    rank: int
+    state: str  # one of STATES
+    exit_code: int | None = None
+    reason: str = ""
+    message: str = ""
+    started_at: float | None = None  # epoch seconds
+    finished_at: float | None = None  # epoch seconds
+    attempt: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_STATES
+
+
+@dataclass
+class ExecResult:
+    """Outcome of running a command inside a replica."""
+
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+@dataclass
+class NodeState:
+    """One node: what it has and what is still free."""
+
+    name: str
+    capacity: Resources = field(default_factory=Resources)
+    # capacity minus everything running there now (SkyShift's replicas or not)
+    allocatable: Resources = field(default_factory=Resources)
+
+
+@dataclass
+class ClusterState:
+    """Health and capacity of a whole cluster, from one call."""
+
+    healthy: bool
+    message: str = ""
+    nodes: list[NodeState] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)  # e.g. partition or region
+
+    def capacity(self) -> Resources:
+        total = Resources()
+        for node in self.nodes:
+            total = total + node.capacity
+        return total
+
+    def allocatable(self) -> Resources:
+        total = Resources()
+        for node in self.nodes:
+            total = total + node.allocatable
+        return total
