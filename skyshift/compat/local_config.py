@@ -1,0 +1,82 @@
+"""Configuration of a ``local`` cluster: declared capacity split into fake nodes.
+
+The local manager does not measure the machine: an operator declares what SkyShift may use
+(``cpus``, ``memory`` in MB or a quantity like ``"8Gi"``, optional fake ``gpus`` and
+``accelerators``), and optionally ``nodes`` to split it evenly into several equal nodes so that
+placement and spreading can be exercised on one machine. Kept apart from the adapter so a bad
+config fails at construction with a ``Permanent`` error that names the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skyshift.compat.errors import Permanent
+from skyshift.models.quantity import (
+    Resources,
+    parse_accelerators,
+    parse_cpus,
+    parse_memory,
+)
+
+
+@dataclass
+class LocalConfig:
+    state_dir: Path
+    capacity: Resources
+    nodes: int = 1
+    labels: dict[str, str] = field(default_factory=dict)
+    grace_period: float = 5.0  # seconds between SIGTERM and SIGKILL on delete
+
+    @classmethod
+    def parse(cls, name: str, config: dict[str, Any]) -> LocalConfig:
+        try:
+            state_dir = config.get("state_dir")
+            if not state_dir or not isinstance(state_dir, str | Path):
+                raise ValueError("state_dir is required (a directory for replica state)")
+            gpus = config.get("gpus", 0)
+            if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+                raise ValueError("gpus must be an integer >= 0")
+            nodes = config.get("nodes", 1)
+            if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+                raise ValueError("nodes must be an integer >= 1")
+            labels = config.get("labels") or {}
+            if not isinstance(labels, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+            ):
+                raise ValueError("labels must map strings to strings")
+            grace = config.get("grace_period", 5.0)
+            if isinstance(grace, bool) or not isinstance(grace, int | float) or grace < 0:
+                raise ValueError("grace_period must be a number of seconds >= 0")
+            capacity = Resources(
+                cpus=parse_cpus(config.get("cpus", 0)),
+                memory=parse_memory(config.get("memory", 0)),
+                gpus=gpus,
+                accelerators=parse_accelerators(config.get("accelerators")),
+            )
+        except ValueError as exc:
+            raise Permanent(f"local cluster {name}: {exc}") from exc
+        return cls(Path(state_dir), capacity, nodes, dict(labels), float(grace))
+
+    def node_names(self, cluster: str) -> list[str]:
+        return [f"{cluster}-{i}" for i in range(self.nodes)]
+
+    def node_capacity(self) -> list[Resources]:
+        """The capacity split evenly; integer counts give the remainder to the first nodes."""
+        n, total = self.nodes, self.capacity
+
+        def share(count: int, i: int) -> int:
+            base, extra = divmod(count, n)
+            return base + (1 if i < extra else 0)
+
+        return [
+            Resources(
+                cpus=total.cpus / n,
+                memory=total.memory / n,
+                gpus=share(total.gpus, i),
+                accelerators={k: share(v, i) for k, v in total.accelerators.items()},
+            )
+            for i in range(n)
+        ]
