@@ -1,0 +1,35 @@
+"""Local cluster configuration: validation and the even split of capacity into nodes."""
+
+from __future__ import annotations
+
+import pytest
+
+from skyshift.compat.errors import Permanent
+from skyshift.compat.local_config import LocalConfig
+from skyshift.models.quantity import Resources
+
+
+def test_capacity_split_evenly_with_remainders_first() -> None:
+    config = LocalConfig.parse("c", {
+        "state_dir": "/tmp/x", "cpus": 3, "memory": "3G", "gpus": 5,
+        "accelerators": "T4:3", "nodes": 2,
+    })
+    assert config.node_names("c") == ["c-0", "c-1"]
+    assert config.node_capacity() == [
+        Resources(1.5, 1500, 3, {"T4": 2}),
+        Resources(1.5, 1500, 2, {"T4": 1}),
+    ]
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({}, "state_dir"),
+    ({"state_dir": "/x", "cpus": "lots"}, "cpus"),
+    ({"state_dir": "/x", "memory": -1}, "memory"),
+    ({"state_dir": "/x", "gpus": 1.5}, "gpus"),
+    ({"state_dir": "/x", "nodes": 0}, "nodes"),
+    ({"state_dir": "/x", "labels": {"a": 1}}, "labels"),
+    ({"state_dir": "/x", "grace_period": -1}, "grace_period"),
+])
+def test_bad_config_is_permanent_and_names_the_field(bad: dict[str, object], field: str) -> None:
+    with pytest.raises(Permanent, match=field):
+        LocalConfig.parse("c", bad)
