@@ -22,6 +22,7 @@ from skyshift.config import skyshift_home
 from skyshift.devstack import stack
 from skyshift.devstack.components import Component, StackError
 from skyshift.devstack.local import attach_local_cluster, write_local_context
+from skyshift.devstack.sim import sim
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -258,6 +259,8 @@ def status() -> None:
     console.print("all healthy" if ok else "[yellow]not all healthy[/]")
     sys.exit(0 if ok else 1)
 
+
+main.add_command(sim)
 
 if __name__ == "__main__":
     main()
