@@ -11,8 +11,8 @@ import importlib
 import click
 
 _SIMULATORS = {
-    "slurm": ("skyshift.devstack.sim_slurm", "slurm", "Simulated Slurm clusters (slurmctld, slurmd)."),
-    "k8s": ("skyshift.devstack.sim_k8s", "k8s", "Simulated Kubernetes clusters (apiserver + kwok)."),
+    "slurm": ("skyshift.devstack.sim_slurm", "slurm", "Simulated Slurm clusters."),
+    "k8s": ("skyshift.devstack.sim_k8s", "k8s", "Simulated Kubernetes clusters (kwok)."),
 }
 
 
@@ -31,7 +31,7 @@ class _LazySims(click.Group):
 
             @click.command(name=cmd_name, help=help_text)
             def unavailable() -> None:
-                raise click.ClickException(f"the {cmd_name} simulator is not available: {exc}")
+                raise click.ClickException(f"the {cmd_name} simulator is not available: {why}")
 
             return unavailable
         assert isinstance(command, click.Command)
