@@ -27,7 +27,8 @@ class _LazySims(click.Group):
         module, attr, help_text = entry
         try:
             command = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError):
+        except (ImportError, AttributeError) as exc:
+            why = str(exc)
 
             @click.command(name=cmd_name, help=help_text)
             def unavailable() -> None:
