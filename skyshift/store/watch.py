@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -22,6 +23,8 @@ from skyshift.store.transport import translate
 
 if TYPE_CHECKING:
     from skyshift.store.etcd import ObjectStore
+
+log = logging.getLogger(__name__)
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
@@ -98,6 +101,8 @@ async def watch_stream(
         except Exception as exc:
             err = translate(exc, what, store.timeout)
         if watch is not None:
+            if give_up_at is not None:
+                log.info("%s: resumed after revision %d", what, last)
             give_up_at, delay = None, 0.05
             try:
                 events = watch.__aiter__()
@@ -129,6 +134,7 @@ async def watch_stream(
         now = loop.time()
         if give_up_at is None:
             give_up_at = now + store.timeout * store.watch_reconnect_attempts
+            log.warning("%s: reconnecting after revision %d: %s", what, last, err)
         elif now >= give_up_at:
             budget = store.timeout * store.watch_reconnect_attempts
             raise Unavailable(f"{what}: gave up reconnecting to etcd after {budget:g}s: {err}")

@@ -86,7 +86,9 @@ async def test_stale_update_conflicts_with_current_rv(store: ObjectStore) -> Non
     # expected_rv overrides the object's own resourceVersion
     with pytest.raises(Conflict):
         await store.update("jobs", v2, expected_rv=v1["metadata"]["resourceVersion"])
-    v3 = await store.update("jobs", {**v1, "spec": {"n": 4}}, expected_rv=v2["metadata"]["resourceVersion"])
+    v3 = await store.update(
+        "jobs", {**v1, "spec": {"n": 4}}, expected_rv=v2["metadata"]["resourceVersion"]
+    )
     assert v3["spec"] == {"n": 4}
 
 
