@@ -1,0 +1,120 @@
+"""The one error type the client raises, so callers (the CLI above all) handle a single shape.
+
+Every failure, whether the server answered with an error body or never answered at all, becomes
+an :class:`ApiError` whose ``str()`` is one line a user can act on.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+# Reasons for failures where no HTTP response exists (status 0).
+UNREACHABLE = "Unreachable"
+TIMEOUT = "Timeout"
+
+
+class ApiError(Exception):
+    """An error from (or on the way to) the SkyShift API.
+
+    ``status`` is the HTTP status code, or 0 when the server could not be reached.
+    ``reason`` is a short CamelCase word (``NotFound``, ``Conflict``, ``Invalid``, ...).
+    """
+
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        field: str | None = None,
+        resource_version: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.field = field
+        self.resource_version = resource_version
+
+    def __str__(self) -> str:
+        text = " ".join(self.message.split()) or self.reason
+        if self.field and self.field not in text:
+            text = f"{self.field}: {text}"
+        if self.status and self.reason and self.reason.lower() not in text.lower():
+            text = f"{text} ({self.reason})"
+        return text
+
+    def __repr__(self) -> str:
+        return (
+            f"ApiError(status={self.status}, reason={self.reason!r}, "
+            f"message={self.message!r}, field={self.field!r})"
+        )
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+
+def _reason_for(status: int) -> str:
+    try:
+        phrase = httpx.codes.get_reason_phrase(status)
+    except ValueError:
+        phrase = ""
+    return "".join(w.capitalize() for w in phrase.split()) or f"HTTP{status}"
+
+
+def _from_fastapi_detail(status: int, detail: Any) -> ApiError:
+    """FastAPI's own 422 body: ``{"detail": [{"loc": [...], "msg": ...}]}`` (or a string)."""
+    if isinstance(detail, list) and detail and isinstance(detail[0], dict):
+        first = detail[0]
+        loc = [str(p) for p in first.get("loc", []) if p not in ("body", "query", "path")]
+        field = ".".join(loc) or None
+        more = f" (and {len(detail) - 1} more)" if len(detail) > 1 else ""
+        return ApiError(status, "Invalid", f"{first.get('msg', 'invalid request')}{more}", field)
+    return ApiError(status, _reason_for(status), str(detail))
+
+
+def error_from_response(status: int, body: bytes | str) -> ApiError:
+    """Build an :class:`ApiError` from any error response, JSON or not."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    try:
+        data: Any = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict):
+            rv = err.get("resourceVersion")
+            return ApiError(
+                status=int(err.get("code") or status),
+                reason=str(err.get("reason") or _reason_for(status)),
+                message=str(err.get("message") or ""),
+                field=str(err["field"]) if err.get("field") else None,
+                resource_version=str(rv) if rv is not None else None,
+            )
+        if isinstance(err, str):
+            return ApiError(status, _reason_for(status), err)
+        if "detail" in data:
+            return _from_fastapi_detail(status, data["detail"])
+    first_line = text.strip().splitlines()[0] if text.strip() else ""
+    return ApiError(status, _reason_for(status), first_line[:300] or _reason_for(status))
+
+
+def error_from_transport(exc: httpx.TransportError, server: str) -> ApiError:
+    """Connection refused, DNS failures and timeouts: say where we tried and what to do."""
+    hint = (
+        "start a local stack with `skyshift up`, or point skyctl at a running server "
+        "with --server or SKYSHIFT_SERVER"
+    )
+    if isinstance(exc, httpx.TimeoutException):
+        return ApiError(0, TIMEOUT, f"the SkyShift API at {server} did not answer in time")
+    what = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, httpx.ConnectError) and "refused" in what.lower():
+        what = "connection refused"
+    return ApiError(0, UNREACHABLE, f"cannot reach the SkyShift API at {server} ({what}): {hint}")
