@@ -1,0 +1,267 @@
+"""``skyctl create KIND NAME ...``: objects from flags, with the original CLI's flags and aliases.
+
+Manifests are built by :mod:`skyshift.cli.manifests` (validated before sending); this module is
+only the flag surface. ``--dry-run`` prints the manifest instead of sending it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from skyshift.cli import manifests
+from skyshift.cli.groups import AliasedGroup
+from skyshift.cli.output import object_ref, to_yaml
+from skyshift.cli.state import CliState, pass_state
+
+PAIR = (str, str)
+
+
+@click.group(cls=AliasedGroup)
+def create() -> None:
+    """Create an object from flags (see `skyctl apply -f` for manifests).
+
+    \b
+    Example:
+      skyctl create job hello --run "echo hello" --cpus 0.5 --restart_policy Never
+    """
+
+
+assert isinstance(create, AliasedGroup)
+
+
+def common(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--dry-run", is_flag=True, help="Print the manifest instead of creating it."
+    )(fn)
+
+
+def namespace_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--namespace", "-n", default=None, metavar="NS",
+        help="Namespace (default: the context's, usually 'default').",
+    )(fn)
+
+
+def submit(state: CliState, manifest: dict[str, Any], dry_run: bool) -> None:
+    if dry_run:
+        click.echo(to_yaml(manifest), nl=False)
+        return
+    created = state.client().create(manifest)
+    click.echo(f"{object_ref(manifest['kind'], created)} created")
+
+
+@create.aliased("job", "jobs")
+@click.argument("name")
+@namespace_option
+@click.option("--labels", "-l", type=PAIR, multiple=True, metavar="KEY VALUE",
+              help="A label (repeatable).")
+@click.option("--image", default=None, help="Container image (default ubuntu:22.04).")
+@click.option("--envs", "-e", type=PAIR, multiple=True, metavar="KEY VALUE",
+              help="An environment variable (repeatable).")
+@click.option("--cpus", default="1", show_default=True,
+              help="CPUs per replica (cores, or millicores like 500m).")
+@click.option("--gpus", type=click.IntRange(min=0), default=0, show_default=True,
+              help="GPUs of any type per replica.")
+@click.option("--accelerators", "-a", default=None, metavar="TYPE:COUNT",
+              help="Accelerators per replica, e.g. T4:1 or A100:2.")
+@click.option("--memory", default="0", show_default=True,
+              help="Memory per replica in MB (or with a unit: 4Gi, 512Mi).")
+@click.option("--run", default="", help="Command to run in the container.")
+@click.option("--replicas", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Number of replicas.")
+@click.option("--restart_policy", "restart", default="Always", show_default=True,
+              help="Always, OnFailure or Never.")
+@click.option("--max_restarts", type=click.IntRange(min=0), default=None,
+              help="Restarts allowed before the job fails (default 3).")
+@click.option("--priority", type=int, default=None, help="Higher is scheduled first.")
+@click.option("--ports", type=str, multiple=True, metavar="PORT",
+              help="A container port (repeatable, or comma separated).")
+@click.option("--volumes", "-v", type=PAIR, multiple=True, metavar="HOST_PATH MOUNT_PATH",
+              help="Mount a host path (repeatable).")
+@common
+@pass_state
+def create_job(state: CliState, /, name: str, namespace: str | None, dry_run: bool,
+               **flags: Any) -> None:
+    """Submit a job: replicas of a container that SkyShift places on clusters.
+
+    \b
+    Examples:
+      skyctl create job basic-job --cpus 2 --memory 1024 --run "python script.py"
+      skyctl create job gpu-job --gpus 1 -a V100:1 --replicas 4 --run "python train.py"
+      skyctl create job batch --run "./process.sh" --restart_policy Never -e MODE fast
+    """
+    manifest = manifests.job_manifest(name, namespace=state.namespace(namespace), **flags)
+    submit(state, manifest, dry_run)
+
+
+@create.aliased("cluster", "clusters", "cl", context_settings={"help_option_names": ["--help"]})
+@click.argument("name")
+@click.option("--manager", default="k8", show_default=True,
+              help="Cluster manager: k8 (kubernetes), slurm or local.")
+@click.option("--labels", "-l", type=PAIR, multiple=True, metavar="KEY VALUE",
+              help="A label (repeatable); jobs' placement filters match these.")
+@click.option("--cpus", default=None, help="vCPUs per node (provisioning).")
+@click.option("--memory", default=None, help="Memory per node, GB unless a unit is given.")
+@click.option("--disk_size", default=None, help="OS disk per node, GB unless a unit is given.")
+@click.option("--accelerators", default=None, metavar="TYPE:COUNT",
+              help="Accelerators per node, e.g. V100:2.")
+@click.option("--ports", type=str, multiple=True, metavar="PORT",
+              help="Port to open (repeatable, or comma separated).")
+@click.option("--num_nodes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Number of nodes to provision.")
+@click.option("--cloud", default=None, help="Cloud to provision in (with --provision).")
+@click.option("--region", default=None, help="Region to provision in.")
+@click.option("--provision", is_flag=True, help="Provision the cluster in a cloud.")
+@click.option("--config", "-c", "-C", "config_path", default=None, metavar="PATH",
+              help="kubeconfig or Slurm config file of the cluster.")
+@click.option("--context", "kube_context", default=None,
+              help="kubeconfig context to use (default: the file's current one).")
+@click.option("--host", "-h", "--hostname", "-H", default=None,
+              help="Login host (Slurm over SSH).")
+@click.option("--username", "-u", default=None, help="SSH user name.")
+@click.option("--ssh_key_path", "-k", default=None, metavar="PATH", help="SSH private key.")
+@common
+@pass_state
+def create_cluster(state: CliState, /, name: str, dry_run: bool, **flags: Any) -> None:
+    """Attach (or provision) a cluster so SkyShift can place jobs on it.
+
+    \b
+    Examples:
+      skyctl create cluster kind-1 --manager k8 --config ~/.kube/config -l gpu none
+      skyctl create cluster hpc --manager slurm --host login.hpc --username me -k ~/.ssh/id
+      skyctl create cluster gpu --manager k8 --provision --cloud gcp --accelerators V100:2
+    """
+    submit(state, manifests.cluster_manifest(name, **flags), dry_run)
+
+
+@create.aliased("service", "services", "svc")
+@click.argument("name")
+@namespace_option
+@click.option("--type", "--service_type", "-t", "service_type", default="ClusterIP",
+              show_default=True,
+              type=click.Choice(["ClusterIP", "NodePort", "LoadBalancer"], case_sensitive=False),
+              help="Service type.")
+@click.option("--selector", "-s", type=PAIR, multiple=True, metavar="KEY VALUE",
+              help="Select replicas by label (repeatable).")
+@click.option("--ports", "-p", type=(click.IntRange(1, 65535), click.IntRange(1, 65535)),
+              multiple=True, metavar="PORT TARGET", help="Port and target port (repeatable).")
+@click.option("--cluster", "-c", default="auto", show_default=True,
+              help="Primary cluster to expose the service on (auto: where replicas run).")
+@common
+@pass_state
+def create_service(state: CliState, /, name: str, namespace: str | None, dry_run: bool,
+                   **flags: Any) -> None:
+    """Create a service: a stable address for the replicas a selector picks.
+
+    \b
+    Examples:
+      skyctl create service web -t LoadBalancer -s app web -p 80 8080
+      skyctl create service api --service_type ClusterIP --ports 80 8080 --cluster kind-1
+    """
+    flags["service_type"] = {"clusterip": "ClusterIP", "nodeport": "NodePort",
+                             "loadbalancer": "LoadBalancer"}[flags["service_type"].lower()]
+    manifest = manifests.service_manifest(name, namespace=state.namespace(namespace), **flags)
+    submit(state, manifest, dry_run)
+
+
+@create.aliased("filterPolicy", "filterpolicy", "filterPolicies", "filterpolicies", "fp")
+@click.argument("name")
+@namespace_option
+@click.option("--labelSelector", "-l", "label_selector", type=PAIR, multiple=True,
+              metavar="KEY VALUE", help="Apply to jobs with this label (repeatable).")
+@click.option("--includeCluster", "-i", "include", multiple=True, metavar="CLUSTER",
+              help="Allow only these clusters (repeatable).")
+@click.option("--excludeCluster", "-e", "exclude", multiple=True, metavar="CLUSTER",
+              help="Never use these clusters (repeatable).")
+@common
+@pass_state
+def create_filter_policy(state: CliState, /, name: str, namespace: str | None, dry_run: bool,
+                         **flags: Any) -> None:
+    """Keep a namespace's (labelled) jobs on, or off, named clusters.
+
+    \b
+    Example:
+      skyctl create filterPolicy prod-only -l env prod -i cluster-a -e cluster-b
+    """
+    manifest = manifests.filter_policy_manifest(
+        name, namespace=state.namespace(namespace), **flags
+    )
+    submit(state, manifest, dry_run)
+
+
+@create.aliased("link", "links")
+@click.argument("name")
+@click.option("--source", "-s", required=True, help="Source cluster.")
+@click.option("--target", "-t", required=True, help="Target cluster.")
+@common
+@pass_state
+def create_link(state: CliState, /, name: str, source: str, target: str, dry_run: bool) -> None:
+    """Link two clusters' networks (for services spanning clusters).
+
+    \b
+    Example:
+      skyctl create link a-to-b --source cluster-a --target cluster-b
+    """
+    submit(state, manifests.link_manifest(name, source=source, target=target), dry_run)
+
+
+@create.aliased("endpoints", "endpoint", "edp", "edps")
+@click.argument("name")
+@namespace_option
+@click.option("--num_endpoints", type=click.IntRange(min=0), default=None,
+              help="Number of endpoints on the primary cluster.")
+@click.option("--exposed", is_flag=True, help="Exposed to the primary cluster.")
+@click.option("--primary_cluster", default="auto", show_default=True,
+              help="Cluster the endpoints are exposed to.")
+@click.option("--selector", type=PAIR, multiple=True, metavar="KEY VALUE",
+              help="Select replicas by label (repeatable).")
+@common
+@pass_state
+def create_endpoints(state: CliState, /, name: str, namespace: str | None, dry_run: bool,
+                     **flags: Any) -> None:
+    """Create endpoints: per cluster, how many replicas match a selector.
+
+    \b
+    Example:
+      skyctl create endpoints web --num_endpoints 3 --exposed --primary_cluster kind-1
+    """
+    manifest = manifests.endpoints_manifest(name, namespace=state.namespace(namespace), **flags)
+    submit(state, manifest, dry_run)
+
+
+@create.aliased("role", "roles")
+@click.argument("name")
+@click.option("--action", "-a", "actions", multiple=True,
+              help="Allowed action: create, get, list, update, patch, delete, watch or *.")
+@click.option("--resource", "-r", "resources", multiple=True,
+              help="Kind the rule covers, e.g. jobs (repeatable).")
+@click.option("--namespace", "-n", "namespaces", multiple=True,
+              help="Namespace the role applies in (repeatable).")
+@click.option("--users", "-u", multiple=True, help="User holding the role (repeatable).")
+@common
+@pass_state
+def create_role(state: CliState, /, name: str, dry_run: bool, **flags: Any) -> None:
+    """Create a role: which users may do which actions on which kinds, in which namespaces.
+
+    \b
+    Example:
+      skyctl create role dev -a get -a list -r jobs -n dev -u alice
+    """
+    submit(state, manifests.role_manifest(name, **flags), dry_run)
+
+
+@create.aliased("namespace", "namespaces", "ns")
+@click.argument("name")
+@common
+@pass_state
+def create_namespace(state: CliState, /, name: str, dry_run: bool) -> None:
+    """Create a namespace.
+
+    \b
+    Example:
+      skyctl create namespace dev
+    """
+    submit(state, manifests.namespace_manifest(name), dry_run)

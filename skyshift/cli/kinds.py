@@ -1,0 +1,42 @@
+"""Kind arguments (``get svc``, ``delete filterPolicy``): every name the registry knows, plus
+the few spellings the original CLI accepted that the registry does not (``edps``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from skyshift.models import API_KINDS, KindInfo, UnknownKind, kind_info
+
+EXTRA_ALIASES = {"edps": "endpoints", "clusters": "clusters", "fps": "filterpolicies"}
+
+
+def resolve_kind(name: str) -> KindInfo:
+    """A kind from any of its names; :class:`UnknownKind` lists the valid ones."""
+    try:
+        info = kind_info(EXTRA_ALIASES.get(name.lower(), name))
+    except UnknownKind:
+        info = None
+    if info is None or info not in API_KINDS:
+        known = ", ".join(k.plural for k in API_KINDS)
+        raise UnknownKind(f"unknown kind {name!r}: expected one of {known}")
+    return info
+
+
+class KindType(click.ParamType):  # type: ignore[type-arg]
+    """A click parameter resolving to :class:`KindInfo`."""
+
+    name = "KIND"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, KindInfo):
+            return value
+        try:
+            return resolve_kind(str(value))
+        except UnknownKind as exc:
+            self.fail(str(exc), param, ctx)
+
+
+KIND = KindType()
