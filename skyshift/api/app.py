@@ -1,0 +1,212 @@
+"""The FastAPI application factory of the (stateless) API server.
+
+``create_app`` wires the kind routers, job logs/exec, health probes and error handlers around
+one ObjectStore and an optional Lifecycle. The server keeps no state of its own, so any number
+of replicas can serve the same etcd. Tests pass their own store and a recording lifecycle;
+``python -m skyshift.api`` builds both from the environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from skyshift.api import errors, handlers, jobs
+from skyshift.api.body import DEFAULT_MAX_BODY_BYTES
+from skyshift.api.errors import ApiError
+from skyshift.api.lifecycle import Lifecycle, TemporalLifecycle
+from skyshift.api.paths import KindPathMiddleware
+from skyshift.api.routes import kind_router
+from skyshift.api.watch import WatchOptions
+from skyshift.config import Settings
+from skyshift.models.registry import API_KINDS
+from skyshift.store import ObjectStore, StoreError
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = """
+SkyShift's REST API: Kubernetes-style objects (Cluster, Job, Service, Endpoints, FilterPolicy,
+Link, Namespace, Role) kept in etcd, whose lifecycles run as Temporal workflows.
+
+* **Bodies**: JSON or YAML (`Content-Type: application/yaml`); PATCH takes JSON Patch
+  (`application/json-patch+json`) or merge patch (`application/merge-patch+json`).
+* **Concurrency**: `metadata.resourceVersion` is the etcd revision of the object; a PUT or
+  PATCH against a stale one gets 409 with the current one in `error.resourceVersion`.
+* **Watch**: `?watch=true` on a list or get streams ndjson lines `{"type": "ADDED|MODIFIED|
+  DELETED", "object": {...}}`. Without `resourceVersion` the current objects come first as
+  ADDED; with `resourceVersion=N` exactly the changes after N. A compacted N is 410. Idle
+  streams get a blank line every few seconds (or BOOKMARK events with
+  `allowWatchBookmarks=true`); on a late failure the last line is `{"type": "ERROR", ...}`.
+* **Errors**: always `{"error": {"code", "reason", "message", "field"?, "details"?,
+  "resourceVersion"?}}`.
+"""
+
+
+@dataclass
+class ApiOptions:
+    """Server knobs that are not part of the shared Settings."""
+
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    watch: WatchOptions = field(default_factory=WatchOptions)
+    #: Seconds a readiness probe waits for etcd / Temporal.
+    probe_timeout: float = 2.0
+
+    @classmethod
+    def from_env(cls) -> ApiOptions:
+        opts = cls()
+        if value := os.environ.get("SKYSHIFT_API_MAX_BODY_BYTES"):
+            opts.max_body_bytes = int(value)
+        if value := os.environ.get("SKYSHIFT_API_WATCH_KEEPALIVE"):
+            opts.watch.keepalive = float(value)
+        return opts
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    store: ObjectStore | None = None,
+    lifecycle: Lifecycle | None = None,
+    temporal: bool = False,
+    options: ApiOptions | None = None,
+) -> FastAPI:
+    """Build the API app.
+
+    ``store``: use this store (the caller connects and closes it); otherwise one is built from
+    ``settings`` and connected/closed with the app. ``lifecycle``: hooks for Job/Cluster;
+    with ``temporal=True`` and no lifecycle, a :class:`TemporalLifecycle` connecting lazily to
+    ``settings.temporal_address`` is used. Without either, objects with a lifecycle are
+    stored but no workflow is told, and DELETE removes them at once.
+    """
+    settings = settings or Settings.from_env()
+    opts = options or ApiOptions.from_env()
+    own_store = store is None
+    the_store = store or ObjectStore(settings.etcd_endpoints, settings.store_prefix)
+    the_lifecycle = lifecycle
+    if the_lifecycle is None and temporal:
+        the_lifecycle = TemporalLifecycle.lazy(
+            settings.temporal_address, settings.temporal_namespace
+        )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            if own_store:
+                await the_store.connect()
+            await handlers.ensure_default_namespace(the_store)
+        except StoreError as exc:
+            # Start anyway: /readyz reports etcd, and `default` is created on first use.
+            log.warning("etcd not reachable at startup (%s); serving, not ready", exc)
+        try:
+            yield
+        finally:
+            if own_store:
+                await the_store.close()
+
+    app = FastAPI(
+        title="SkyShift API",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        openapi_tags=[{"name": k.kind, "description": _tag_doc(k.kind)} for k in API_KINDS]
+        + [{"name": "Health", "description": "Liveness and readiness probes"}],
+    )
+    app.state.store = the_store
+    app.state.lifecycle = the_lifecycle
+    app.state.options = opts
+    app.state.settings = settings
+    errors.install(app)
+    _health_routes(app)
+    routers = [kind_router(k) for k in API_KINDS]
+    for top, _ in routers:
+        app.include_router(top)
+    app.include_router(jobs.router)
+    for _, namespaced in routers:
+        app.include_router(namespaced)
+    _fallback_routes(app)
+    app.add_middleware(KindPathMiddleware)
+    return app
+
+
+def _tag_doc(kind: str) -> str:
+    docs = {
+        "Cluster": "Clusters SkyShift places work on (cluster-scoped; has a lifecycle).",
+        "Job": "Containers to run somewhere in the super-cluster (namespaced; has a lifecycle).",
+        "Service": "Stable addresses for job replicas (namespaced).",
+        "Endpoints": "Per-cluster endpoints of a service (namespaced).",
+        "FilterPolicy": "Keep a namespace's jobs on or off clusters (namespaced).",
+        "Link": "Network links between clusters (cluster-scoped).",
+        "Namespace": "Isolation units; `default` always exists (cluster-scoped).",
+        "Role": "Who may do what where (cluster-scoped).",
+    }
+    return docs.get(kind, kind)
+
+
+def _health_routes(app: FastAPI) -> None:
+    @app.get("/healthz", tags=["Health"], summary="Liveness: the process serves requests")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get(
+        "/readyz",
+        tags=["Health"],
+        summary="Readiness: etcd (and Temporal, when configured) reachable",
+        responses={503: {"description": "A dependency is down; the message names it"}},
+    )
+    async def readyz(request: Request) -> Any:
+        store: ObjectStore = request.app.state.store
+        lifecycle: Lifecycle | None = request.app.state.lifecycle
+        timeout = request.app.state.options.probe_timeout
+        checks: dict[str, str] = {}
+        try:
+            revision = await asyncio.wait_for(store.revision(), timeout)
+            checks["etcd"] = f"ok (revision {revision})"
+        except (StoreError, TimeoutError) as exc:
+            checks["etcd"] = f"unavailable: {exc or 'no answer within ' + str(timeout) + 's'}"
+        if lifecycle is not None:
+            try:
+                ok = await asyncio.wait_for(lifecycle.ready(), timeout)
+            except Exception:
+                ok = False
+            checks["temporal"] = "ok" if ok else "unavailable"
+        down = [part for part, state in checks.items() if not state.startswith("ok")]
+        if down:
+            err = ApiError(
+                503,
+                "not ready: " + "; ".join(f"{p} {checks[p]}" for p in down),
+                details=[{"field": p, "message": checks[p]} for p in down],
+            )
+            return err.response()
+        return JSONResponse({"status": "ok", "checks": checks})
+
+
+def _fallback_routes(app: FastAPI) -> None:
+    """Unknown kinds get a 404 naming the known ones; known paths with a wrong method 405."""
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+    async def fallback(request: Request) -> Any:
+        path = request.url.path
+        segments = [s for s in path.split("/") if s]
+        known = {k.plural: k for k in API_KINDS}
+        if len(segments) == 1 or (len(segments) == 2 and segments[0] in known):
+            kind = segments[0]
+        else:
+            kind = segments[1] if len(segments) > 1 else ""
+        if kind not in known or len(segments) > 3:
+            expected = ", ".join(sorted(known))
+            raise ApiError(404, f"unknown kind or path {path!r}: kinds are {expected}")
+        if len(segments) == 2 and segments[0] == kind and known[kind].namespaced:
+            raise ApiError(
+                404, f"{known[kind].kind} is namespaced: use /{{namespace}}/{kind}/{segments[1]}"
+            )
+        raise ApiError(405, f"{request.method} is not allowed on {path}")
+
+    for path in ("/{a}", "/{a}/{b}", "/{a}/{b}/{c}", "/{a}/{b}/{c}/{d:path}"):
+        app.add_api_route(path, fallback, methods=methods, include_in_schema=False)

@@ -1,0 +1,217 @@
+"""The object operations behind every kind's routes: create, replace, patch, delete.
+
+Each function does the reads and the single conditional etcd write of one request, then calls
+the lifecycle hook. A request that fails (validation, precondition, conflict) returns before
+the write, so a failed request never changes the store.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from skyshift.api import objects
+from skyshift.api.errors import ApiError
+from skyshift.api.lifecycle import Lifecycle, notify
+from skyshift.models.registry import API_KINDS, KindInfo
+from skyshift.store import ObjectStore
+from skyshift.store.errors import AlreadyExists, NotFound
+
+log = logging.getLogger(__name__)
+
+DEFAULT_NAMESPACE = "default"
+
+
+async def ensure_default_namespace(store: ObjectStore) -> None:
+    """Create namespace ``default`` if it is missing (several replicas may race: fine)."""
+    info = next(k for k in API_KINDS if k.kind == "Namespace")
+    obj = objects.prepare_create(
+        info, {"kind": "Namespace", "metadata": {"name": DEFAULT_NAMESPACE}}
+    )
+    try:
+        await store.create(info.plural, obj)
+        log.info("created namespace %s", DEFAULT_NAMESPACE)
+    except AlreadyExists:
+        pass
+
+
+async def require_namespace(store: ObjectStore, namespace: str) -> None:
+    """404 unless the namespace exists (``default`` is re-created if someone lost it)."""
+    try:
+        await store.get("namespaces", namespace)
+    except NotFound:
+        if namespace == DEFAULT_NAMESPACE:
+            await ensure_default_namespace(store)
+            return
+        raise ApiError(
+            404, f"namespace {namespace} not found", field="metadata.namespace"
+        ) from None
+
+
+async def get_object(
+    store: ObjectStore, info: KindInfo, name: str, namespace: str | None
+) -> dict[str, Any]:
+    try:
+        return await store.get(info.plural, name, namespace)
+    except NotFound:
+        where = f" in namespace {namespace}" if namespace else ""
+        raise ApiError(404, f"{info.kind} {name} not found{where}") from None
+
+
+def _has_lifecycle(info: KindInfo, lifecycle: Lifecycle | None) -> bool:
+    return lifecycle is not None and info.model.HAS_LIFECYCLE
+
+
+def _stale(rv: str, current: dict[str, Any]) -> ApiError:
+    cur = str(current["metadata"].get("resourceVersion"))
+    return ApiError(
+        409,
+        f"resourceVersion {rv} is stale: the object is at {cur}; read it again and retry",
+        resource_version=cur,
+    )
+
+
+async def create(
+    store: ObjectStore,
+    lifecycle: Lifecycle | None,
+    info: KindInfo,
+    data: dict[str, Any],
+    namespace: str | None,
+) -> dict[str, Any]:
+    data = objects.check_identity(info, data, namespace)
+    obj = objects.prepare_create(info, data)
+    if info.namespaced:
+        assert namespace is not None
+        await require_namespace(store, namespace)
+    try:
+        created = await store.create(info.plural, obj)
+    except AlreadyExists:
+        where = f" in namespace {namespace}" if namespace else ""
+        raise ApiError(
+            409, f"{info.kind} {obj['metadata']['name']} already exists{where}",
+            reason="AlreadyExists",
+        ) from None
+    if lifecycle is not None and _has_lifecycle(info, lifecycle):
+        await notify(lifecycle.created, created)
+    return created
+
+
+async def replace(
+    store: ObjectStore,
+    lifecycle: Lifecycle | None,
+    info: KindInfo,
+    data: dict[str, Any],
+    namespace: str | None,
+    name: str | None,
+) -> dict[str, Any]:
+    """PUT: replace spec/labels/annotations; metadata.resourceVersion, when given, must match."""
+    data = objects.check_identity(info, data, namespace, name)
+    name = data["metadata"].get("name")
+    if not isinstance(name, str) or not name:
+        raise ApiError(422, "metadata.name is required", field="metadata.name")
+    rv = data["metadata"].get("resourceVersion")
+    current = await get_object(store, info, name, namespace)
+    if rv is not None and str(rv) != str(current["metadata"].get("resourceVersion")):
+        raise _stale(str(rv), current)
+    new, changed = objects.merge_update(info, current, data)
+    # CAS on the version we merged onto: a concurrent writer makes this a 409, never a
+    # silent overwrite (without a client resourceVersion the client may simply retry).
+    updated = await store.update(
+        info.plural, new, expected_rv=str(current["metadata"]["resourceVersion"])
+    )
+    if changed and lifecycle is not None and _has_lifecycle(info, lifecycle):
+        await notify(lifecycle.spec_changed, updated)
+    return updated
+
+
+async def apply(
+    store: ObjectStore,
+    lifecycle: Lifecycle | None,
+    info: KindInfo,
+    data: dict[str, Any],
+    namespace: str | None,
+) -> tuple[dict[str, Any], bool]:
+    """PUT on the collection: create the named object, or replace it if it exists."""
+    data = objects.check_identity(info, data, namespace)
+    name = data["metadata"].get("name")
+    if not isinstance(name, str) or not name:
+        raise ApiError(422, "metadata.name is required", field="metadata.name")
+    try:
+        await store.get(info.plural, name, namespace)
+    except NotFound:
+        return await create(store, lifecycle, info, data, namespace), True
+    return await replace(store, lifecycle, info, data, namespace, name), False
+
+
+async def patch(
+    store: ObjectStore,
+    lifecycle: Lifecycle | None,
+    info: KindInfo,
+    name: str,
+    namespace: str | None,
+    patch_kind: str,
+    doc: Any,
+) -> dict[str, Any]:
+    current = await get_object(store, info, name, namespace)
+    patched = objects.apply_patch(current, patch_kind, doc)
+    objects.check_patched_identity(current, patched)
+    new, changed = objects.merge_update(info, current, patched)
+    updated = await store.update(
+        info.plural, new, expected_rv=str(current["metadata"]["resourceVersion"])
+    )
+    if changed and lifecycle is not None and _has_lifecycle(info, lifecycle):
+        await notify(lifecycle.spec_changed, updated)
+    return updated
+
+
+async def _namespace_contents(store: ObjectStore, namespace: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for info in API_KINDS:
+        if not info.namespaced:
+            continue
+        result = await store.list(info.plural, namespace)
+        if result.items:
+            counts[info.plural] = len(result.items)
+    return counts
+
+
+async def delete(
+    store: ObjectStore,
+    lifecycle: Lifecycle | None,
+    info: KindInfo,
+    name: str,
+    namespace: str | None,
+    resource_version: str | None,
+) -> tuple[dict[str, Any], bool]:
+    """Delete, or start deleting; returns ``(object, finished)``.
+
+    Kinds with a lifecycle (when one is configured) get ``deletionTimestamp`` and phase
+    ``Deleting``; their workflow tears down and removes the object. Others go at once.
+    """
+    current = await get_object(store, info, name, namespace)
+    if resource_version and resource_version != str(current["metadata"].get("resourceVersion")):
+        raise _stale(resource_version, current)
+    if info.kind == "Namespace":
+        if name == DEFAULT_NAMESPACE:
+            raise ApiError(403, "namespace default cannot be deleted")
+        counts = await _namespace_contents(store, name)
+        if counts:
+            total = sum(counts.values())
+            listing = ", ".join(f"{n} {p}" for p, n in sorted(counts.items()))
+            raise ApiError(
+                409,
+                f"namespace {name} still holds {total} objects ({listing}): delete them first",
+                details=[{"field": p, "message": f"{n} objects"} for p, n in counts.items()],
+            )
+    expected = str(current["metadata"]["resourceVersion"])
+    if lifecycle is not None and _has_lifecycle(info, lifecycle):
+        marked = current
+        if not current["metadata"].get("deletionTimestamp"):
+            marked = await store.update(
+                info.plural, objects.mark_deleting(current), expected_rv=expected
+            )
+        # Re-notify on a repeated DELETE too: the signal is idempotent and may have been lost.
+        await notify(lifecycle.deleting, marked)
+        return marked, False
+    deleted = await store.delete(info.plural, name, namespace, expected_rv=expected)
+    return deleted, True

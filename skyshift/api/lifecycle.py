@@ -1,0 +1,144 @@
+"""The API's view of the lifecycle plane: hooks called after etcd writes, logs and exec.
+
+The API server never drives a workflow itself; it tells the lifecycle plane that something
+happened (created, spec changed, deleting) and asks it for logs and exec. ``Lifecycle`` is that
+seam: :class:`TemporalLifecycle` forwards to ``skyshift.workflows.starter`` (imported lazily, so
+the API runs before, and without, the workflows package), and tests plug in a recording double.
+Hook failures never undo the etcd write: the control worker's reconciler re-ensures workflows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any, Protocol, runtime_checkable
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Lifecycle(Protocol):
+    """What the API needs from the lifecycle plane (Temporal in production)."""
+
+    async def created(self, obj: dict[str, Any]) -> None:
+        """A Job/Cluster was written to etcd: make sure its workflow runs."""
+
+    async def spec_changed(self, obj: dict[str, Any]) -> None:
+        """The object's spec changed (``generation`` went up): tell its workflow."""
+
+    async def deleting(self, obj: dict[str, Any]) -> None:
+        """``deletionTimestamp`` was set: the workflow tears down, then removes the object."""
+
+    async def logs(self, job: dict[str, Any], tail: int | None, rank: int | None) -> str:
+        """Log text of a job's replicas (one replica when ``rank`` is given)."""
+
+    async def exec(self, job: dict[str, Any], command: list[str], rank: int) -> dict[str, Any]:
+        """Run ``command`` in replica ``rank``: ``{"exit_code", "stdout", "stderr"}``."""
+
+    async def ready(self) -> bool:
+        """Whether the lifecycle plane can be reached (for ``/readyz``)."""
+
+
+ClientFactory = Callable[[], Awaitable[Any]]
+
+
+class TemporalLifecycle:
+    """Lifecycle hooks backed by a Temporal client.
+
+    Give a connected ``client``, or a ``connect`` factory that is called on first use (and
+    again after a failure), so the API server starts even while Temporal is still coming up.
+    """
+
+    def __init__(
+        self,
+        client: Any | None = None,
+        *,
+        connect: ClientFactory | None = None,
+        health_timeout: float = 2.0,
+    ) -> None:
+        if client is None and connect is None:
+            raise ValueError("TemporalLifecycle needs a client or a connect factory")
+        self._client = client
+        self._connect = connect
+        self._lock = asyncio.Lock()
+        self._health_timeout = health_timeout
+
+    @classmethod
+    def lazy(cls, address: str, namespace: str = "default") -> TemporalLifecycle:
+        """A lifecycle that connects to Temporal at ``address`` when first needed."""
+
+        async def connect() -> Any:
+            from temporalio.client import Client
+
+            return await Client.connect(address, namespace=namespace, lazy=True)
+
+        return cls(connect=connect)
+
+    async def client(self) -> Any:
+        if self._client is not None:
+            return self._client
+        async with self._lock:
+            if self._client is None:
+                assert self._connect is not None
+                self._client = await self._connect()
+        return self._client
+
+    async def created(self, obj: dict[str, Any]) -> None:
+        starter = _starter()
+        workflow_id = await starter.ensure_lifecycle(await self.client(), obj)
+        log.debug("lifecycle ensured for %s: %s", _ref(obj), workflow_id)
+
+    async def spec_changed(self, obj: dict[str, Any]) -> None:
+        starter = _starter()
+        await starter.notify_spec_changed(await self.client(), obj)
+
+    async def deleting(self, obj: dict[str, Any]) -> None:
+        starter = _starter()
+        await starter.notify_deleting(await self.client(), obj)
+
+    async def logs(self, job: dict[str, Any], tail: int | None, rank: int | None) -> str:
+        starter = _starter()
+        text = await starter.fetch_logs(await self.client(), job, tail, rank)
+        return str(text)
+
+    async def exec(self, job: dict[str, Any], command: list[str], rank: int) -> dict[str, Any]:
+        starter = _starter()
+        result = await starter.exec_in_replica(await self.client(), job, command, rank)
+        return dict(result)
+
+    async def ready(self) -> bool:
+        try:
+            client = await self.client()
+            ok = await client.service_client.check_health(
+                timeout=timedelta(seconds=self._health_timeout)
+            )
+            return bool(ok)
+        except Exception as exc:  # any failure means "not reachable" for readiness
+            log.debug("temporal health check failed: %s", exc)
+            return False
+
+    async def close(self) -> None:
+        """Nothing to release: Temporal clients close with their runtime."""
+
+
+def _starter() -> Any:
+    """``skyshift.workflows.starter``, imported on first use (it may not exist yet)."""
+    return importlib.import_module("skyshift.workflows.starter")
+
+
+def _ref(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{obj.get('kind')}/{ns + '/' if ns else ''}{meta.get('name')}"
+
+
+async def notify(hook: Callable[[dict[str, Any]], Awaitable[None]], obj: dict[str, Any]) -> None:
+    """Run a hook, logging (not raising) failures: the etcd write already happened and the
+    reconciler in the control worker re-ensures workflows that missed a notification."""
+    try:
+        await hook(obj)
+    except Exception as exc:
+        log.warning("lifecycle hook %s failed for %s: %s", hook.__name__, _ref(obj), exc)

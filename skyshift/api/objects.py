@@ -1,0 +1,212 @@
+"""What the server does to an object on create, replace and patch (pure, no I/O).
+
+The rules follow Kubernetes: the server owns ``uid``, ``creationTimestamp``, ``generation``,
+``deletionTimestamp`` and ``resourceVersion``; controllers own ``status`` (clients cannot set it
+through these routes, on create it starts from the kind's defaults); ``generation`` goes up only
+when the validated ``spec`` changes, which is what tells the lifecycle workflow to act.
+Kept apart from the routes so the rules are unit-testable without a store.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from typing import Any
+
+import jsonpatch
+import jsonpointer
+from pydantic import ValidationError
+
+from skyshift.api.errors import ApiError, from_validation
+from skyshift.models.base import API_VERSION
+from skyshift.models.meta import now_iso
+from skyshift.models.registry import KINDS, KindInfo, UnknownKind, kind_info, parse_object
+
+SERVER_OWNED = ("uid", "creationTimestamp", "generation", "deletionTimestamp")
+
+# A namespace named like a kind would make ``/{namespace}/{plural}`` and ``/{plural}/{name}``
+# ambiguous (is ``/clusters/jobs`` the cluster "jobs" or the jobs of namespace "clusters"?).
+RESERVED_NAMESPACES = frozenset(
+    {n for k in KINDS for n in (k.kind.lower(), k.plural, *k.aliases)}
+    | {"healthz", "readyz", "docs", "redoc", "token", "register-user", "invite"}
+)
+
+
+def _meta(data: dict[str, Any]) -> dict[str, Any]:
+    meta = data.get("metadata")
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise ApiError(422, "metadata must be an object", field="metadata")
+    return dict(meta)
+
+
+def check_identity(
+    info: KindInfo, data: dict[str, Any], namespace: str | None, name: str | None = None
+) -> dict[str, Any]:
+    """Fill kind, namespace (and name) from the URL; 400 naming the field when they disagree."""
+    out = dict(data)
+    kind = out.get("kind")
+    if kind is not None:
+        try:
+            same = isinstance(kind, str) and kind_info(kind).kind == info.kind
+        except UnknownKind:
+            same = False
+        if not same:
+            raise ApiError(
+                400, f"kind {kind!r} does not match the URL's kind {info.kind}", field="kind"
+            )
+    out["kind"] = info.kind
+    out["apiVersion"] = API_VERSION
+    meta = _meta(out)
+    if info.namespaced:
+        given = meta.get("namespace")
+        if given is not None and given != namespace:
+            raise ApiError(
+                400,
+                f"metadata.namespace {given!r} does not match the namespace in the URL "
+                f"{namespace!r}",
+                field="metadata.namespace",
+            )
+        meta["namespace"] = namespace
+    elif meta.get("namespace") is not None:
+        raise ApiError(
+            400,
+            f"{info.kind} is cluster-scoped: metadata.namespace must not be set",
+            field="metadata.namespace",
+        )
+    else:
+        meta.pop("namespace", None)
+    if name is not None:
+        given_name = meta.get("name")
+        if given_name is not None and given_name != name:
+            raise ApiError(
+                400,
+                f"metadata.name {given_name!r} does not match the name in the URL {name!r}",
+                field="metadata.name",
+            )
+        meta["name"] = name
+    out["metadata"] = meta
+    return out
+
+
+def validate(info: KindInfo, data: dict[str, Any]) -> dict[str, Any]:
+    """The object as its kind's model dumps it (defaults filled); 422 naming the bad field."""
+    try:
+        obj = parse_object(data, default_namespace=_meta(data).get("namespace") or "default")
+    except ValidationError as exc:
+        raise from_validation(exc, info.kind) from exc
+    except ValueError as exc:
+        raise ApiError(422, f"invalid {info.kind}: {exc}") from exc
+    return obj.to_dict()
+
+
+def prepare_create(info: KindInfo, data: dict[str, Any]) -> dict[str, Any]:
+    """A new object: server-owned fields set, status reset to the kind's defaults."""
+    data = dict(data)
+    data.pop("status", None)
+    meta = _meta(data)
+    meta.pop("resourceVersion", None)
+    meta.update(uid=str(uuid.uuid4()), creationTimestamp=now_iso(), generation=1)
+    meta["deletionTimestamp"] = None
+    data["metadata"] = meta
+    obj = validate(info, data)
+    if info.kind == "Namespace" and obj["metadata"]["name"] in RESERVED_NAMESPACES:
+        raise ApiError(
+            422,
+            f"namespace name {obj['metadata']['name']!r} is reserved (it names a kind or route)",
+            field="metadata.name",
+        )
+    return obj
+
+
+def merge_update(
+    info: KindInfo, current: dict[str, Any], data: dict[str, Any]
+) -> tuple[dict[str, Any], bool]:
+    """Replace ``current`` by ``data`` keeping server-owned fields and status.
+
+    Returns the validated object and whether its spec changed (``generation`` already bumped).
+    ``data`` must already carry the right kind, name and namespace (see :func:`check_identity`).
+    """
+    cur_meta = current.get("metadata") or {}
+    meta = _meta(data)
+    uid = meta.get("uid")
+    if uid is not None and uid != cur_meta.get("uid"):
+        raise ApiError(
+            409,
+            f"metadata.uid {uid!r} does not match the stored object's uid (it was recreated)",
+            field="metadata.uid",
+            resource_version=cur_meta.get("resourceVersion"),
+        )
+    for key in SERVER_OWNED:
+        meta[key] = cur_meta.get(key)
+    meta["resourceVersion"] = cur_meta.get("resourceVersion")
+    data = {**data, "metadata": meta, "status": current.get("status")}
+    obj = validate(info, data)
+    old_spec = validate(info, current)["spec"] if current.get("spec") is not None else None
+    changed = obj.get("spec") != old_spec
+    if changed:
+        obj["metadata"]["generation"] = int(cur_meta.get("generation") or 0) + 1
+    return obj, changed
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON Merge Patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+def apply_patch(current: dict[str, Any], kind: str, doc: Any) -> dict[str, Any]:
+    """Apply a JSON Patch or a merge patch to a copy of ``current`` (422 when it cannot apply)."""
+    if kind == "merge-patch":
+        result = merge_patch(current, doc)
+    else:
+        try:
+            result = jsonpatch.JsonPatch(doc).apply(copy.deepcopy(current), in_place=False)
+        except jsonpatch.JsonPatchTestFailed as exc:
+            raise ApiError(422, f"JSON Patch test failed: {exc}", reason="PatchTestFailed") from exc
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
+            raise ApiError(422, f"JSON Patch cannot be applied: {exc}") from exc
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            raise ApiError(422, f"JSON Patch is malformed: {exc!r}") from exc
+    if not isinstance(result, dict):
+        raise ApiError(422, "the patched object is not a JSON object")
+    return result
+
+
+def check_patched_identity(current: dict[str, Any], patched: dict[str, Any]) -> None:
+    """A patch may not rename, move or re-kind an object; a resourceVersion is a precondition."""
+    cur_meta = current.get("metadata") or {}
+    meta = patched.get("metadata")
+    if not isinstance(meta, dict):
+        raise ApiError(422, "the patch removed metadata", field="metadata")
+    if patched.get("kind") != current.get("kind"):
+        raise ApiError(422, "kind is immutable", field="kind")
+    for key in ("name", "namespace", "uid"):
+        if meta.get(key) != cur_meta.get(key):
+            raise ApiError(422, f"metadata.{key} is immutable", field=f"metadata.{key}")
+    rv = meta.get("resourceVersion")
+    cur_rv = cur_meta.get("resourceVersion")
+    if rv is not None and str(rv) != str(cur_rv):
+        raise ApiError(
+            409,
+            f"resourceVersion {rv} is stale: the object is at {cur_rv}",
+            resource_version=None if cur_rv is None else str(cur_rv),
+        )
+
+
+def mark_deleting(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object with ``deletionTimestamp`` set and phase ``Deleting`` (finalizer semantics)."""
+    out = copy.deepcopy(obj)
+    out["metadata"]["deletionTimestamp"] = out["metadata"].get("deletionTimestamp") or now_iso()
+    status = out.get("status")
+    if isinstance(status, dict) and "phase" in status:
+        status["phase"] = "Deleting"
+    return out
