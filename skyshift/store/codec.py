@@ -16,7 +16,7 @@ import binascii
 import json
 from typing import Any
 
-from skyshift.store.errors import InvalidArgument
+from skyshift.store.errors import InvalidArgument, StoreError
 
 Obj = dict[str, Any]
 
@@ -89,7 +89,12 @@ def encode(obj: Obj) -> bytes:
 
 def decode(value: bytes, revision: int) -> Obj:
     """A stored value as a fresh dict, with ``metadata.resourceVersion = str(revision)``."""
-    obj: Obj = json.loads(value)
+    try:
+        obj: Obj = json.loads(value)
+    except ValueError:
+        obj = None  # type: ignore[assignment]
+    if not isinstance(obj, dict):
+        raise StoreError(f"value at revision {revision} is not a JSON object: {value[:60]!r}")
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         meta = obj["metadata"] = {}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, NoReturn, TypeVar
@@ -137,8 +137,11 @@ class ObjectStore:
     ) -> None:
         await self.close()
 
-    async def _ready(self) -> aetcd.Client:
-        """The connected aetcd client (created on first use), once its channel is up."""
+    async def _ready(self, wait: float | None = None) -> aetcd.Client:
+        """The connected aetcd client (created on first use), once its channel is up.
+
+        Waits at most ``wait`` seconds (default: the store timeout) for the connection.
+        """
         if self._closed:
             raise StoreError("the ObjectStore is closed")
         if self._client is None:
@@ -148,7 +151,7 @@ class ObjectStore:
             await client.connect()
         except Exception as exc:
             raise translate(exc, "connect", self.timeout) from exc
-        await wait_ready(client, self.endpoints, self.timeout)
+        await wait_ready(client, self.endpoints, self.timeout if wait is None else wait)
         return client
 
     async def _call(
@@ -163,7 +166,7 @@ class ObjectStore:
         deadline = loop.time() + self.timeout
         delay = 0.05
         while True:
-            client = await self._ready()
+            client = await self._ready(max(deadline - loop.time(), 0.01))
             try:
                 return await fn(client)
             except Exception as exc:
@@ -310,7 +313,7 @@ class ObjectStore:
         name: str | None = None,
         from_revision: str | int | None = None,
         label_selector: SelectorArg = None,
-    ) -> AsyncIterator[WatchEvent]:
+    ) -> AsyncGenerator[WatchEvent, None]:
         """Changes after ``from_revision`` (None: after the watch starts), in order, once each.
 
         Survives etcd restarts (resuming from the last delivered revision); raises Expired

@@ -70,7 +70,7 @@ async def wait_ready(client: aetcd.Client, endpoints: str, timeout: float) -> No
         await asyncio.wait_for(channel.channel_ready(), timeout)
     except TimeoutError:
         raise Unavailable(
-            f"etcd at {endpoints} is unreachable (no connection within {timeout:g}s)"
+            f"etcd at {endpoints} is unreachable (connection attempts timed out)"
         ) from None
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -84,7 +84,7 @@ async def watch_stream(
     range_end: bytes | None,
     start: int | None,
     selector: Selector,
-) -> AsyncIterator[WatchEvent]:
+) -> AsyncGenerator[WatchEvent, None]:
     """Events with revision > ``start`` (None: > the revision when iteration begins)."""
     last = start if start is not None else await store.revision()
     loop = asyncio.get_running_loop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from skyshift.store import (
     TooLarge,
     Unavailable,
 )
-from tests.fixtures.etcd import free_port
+from tests.fixtures.etcd import EtcdServer, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -202,3 +203,32 @@ async def test_unreachable_etcd_is_unavailable() -> None:
     await s.close()
     with pytest.raises(StoreError, match="closed"):
         await s.get("jobs", "x")
+
+
+async def test_foreign_values_raise_store_errors(store: ObjectStore) -> None:
+    import aetcd
+
+    host, port = store.endpoints.rsplit(":", 1)
+    async with aetcd.Client(host=host, port=int(port)) as raw:
+        await raw.put(f"{store.prefix}/jobs/default/junk".encode(), b"not json")
+    with pytest.raises(StoreError, match="not a JSON object"):
+        await store.get("jobs", "junk", "default")
+    with pytest.raises(StoreError, match="not a JSON object"):
+        await store.list("jobs")
+
+
+async def test_calls_wait_out_a_short_etcd_restart(
+    etcd_factory: Callable[[], EtcdServer],
+) -> None:
+    server = etcd_factory()
+    async with ObjectStore(server.endpoint, prefix="/restart", timeout=10) as s:
+        await s.create("jobs", job("a"))
+        server.stop()
+        restart = asyncio.create_task(asyncio.to_thread(server.start))
+        # Issued while etcd is down: both wait for the connection instead of failing.
+        got, created = await asyncio.gather(
+            s.get("jobs", "a", "default"), s.create("jobs", job("b"))
+        )
+        await restart
+        assert got["metadata"]["name"] == "a"
+        assert created["metadata"]["name"] == "b"

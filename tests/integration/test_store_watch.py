@@ -63,7 +63,7 @@ async def test_watch_from_revision_replays_missed_events_in_order(store: ObjectS
     await store.create("jobs", obj("c"))
     assert summary(await take(events, 1)) == [("ADDED", "c")]
     await nothing_more(events)
-    await events.aclose()  # type: ignore[attr-defined]
+    await events.aclose()
 
 
 async def test_watch_from_an_events_revision_starts_after_it(store: ObjectStore) -> None:
@@ -72,7 +72,7 @@ async def test_watch_from_an_events_revision_starts_after_it(store: ObjectStore)
     events = store.watch("jobs", from_revision=a["metadata"]["resourceVersion"])
     assert summary(await take(events, 1)) == [("ADDED", "b")]
     await nothing_more(events)
-    await events.aclose()  # type: ignore[attr-defined]
+    await events.aclose()
 
 
 async def test_watch_without_revision_sees_only_new_changes(store: ObjectStore) -> None:
@@ -82,7 +82,7 @@ async def test_watch_without_revision_sees_only_new_changes(store: ObjectStore) 
     await asyncio.sleep(0.2)  # let the watch start
     await store.create("jobs", obj("new"))
     assert summary(await pending) == [("ADDED", "new")]
-    await events.aclose()  # type: ignore[attr-defined]
+    await events.aclose()
 
 
 async def test_watch_scopes(store: ObjectStore) -> None:
@@ -105,7 +105,7 @@ async def test_watch_scopes(store: ObjectStore) -> None:
     got = await take(all_ns, 4)
     assert [e.object["metadata"]["namespace"] for e in got] == ["a", "a", "b", "a"]
     for it in (by_name, in_ns, all_ns):
-        await it.aclose()  # type: ignore[attr-defined]
+        await it.aclose()
 
 
 async def test_watch_with_selector_reports_entering_and_leaving(store: ObjectStore) -> None:
@@ -128,7 +128,7 @@ async def test_watch_with_selector_reports_entering_and_leaving(store: ObjectSto
         ("DELETED", "a"),
     ]
     await nothing_more(events)
-    await events.aclose()  # type: ignore[attr-defined]
+    await events.aclose()
 
 
 async def test_watch_from_compacted_revision_expires(store: ObjectStore) -> None:
@@ -148,7 +148,7 @@ async def test_watch_from_compacted_revision_expires(store: ObjectStore) -> None
     events = store.watch("jobs", from_revision=listed.resource_version)
     await store.delete("jobs", "a", "default")
     assert summary(await take(events, 1)) == [("DELETED", "a")]
-    await events.aclose()  # type: ignore[attr-defined]
+    await events.aclose()
 
 
 async def test_cancelling_the_consumer_leaks_nothing(etcd_server: EtcdServer) -> None:
