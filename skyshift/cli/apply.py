@@ -62,6 +62,8 @@ def parse_documents(
 
 
 def check_document(where: str, doc: dict[str, Any], namespace: str | None) -> dict[str, Any]:
+    if not doc.get("kind"):
+        raise UsageProblem(f"{where}: not a manifest (no 'kind'); expected kind, metadata, spec")
     try:
         info = resolve_kind(str(doc.get("kind", "")))
     except UnknownKind as exc:

@@ -28,7 +28,7 @@ from skyshift.cli.output import (
 from skyshift.cli.render import Table
 from skyshift.cli.state import CliState, pass_state
 from skyshift.cli.tables import build_table, rows
-from skyshift.client import ALL_NAMESPACES, SkyShiftClient
+from skyshift.client import ALL_NAMESPACES, ApiError, SkyShiftClient
 from skyshift.models import KindInfo
 
 FC = TypeVar("FC", bound=Callable[..., Any])
@@ -96,7 +96,12 @@ def get(state: CliState, kind: KindInfo, name: str | None, namespace: str | None
             table.headers.insert(0, "EVENT")
             table.rows = [["ADDED", *r] for r in table.rows]
             table.status_col = None if table.status_col is None else table.status_col + 1
-        if items or watch:
+        if show_events:
+            table.rows.insert(0, ["MODIFIED"] + [""] * (len(table.headers) - 1))
+            widths = table.widths()  # room for the longest event name
+            table.rows.pop(0)
+            print_table(table, widths)
+        elif items or watch:
             widths = print_table(table)
         else:
             where = "" if scope in (None, ALL_NAMESPACES) else f" in namespace {scope}"
@@ -144,12 +149,17 @@ class Watcher:
                 return
             events = self.client.watch(self.kind.kind, self.name, self.scope, rv,
                                        label_selector=self.selector, timeout=remaining)
-            for event in events:
-                rv = event.resource_version or rv
-                if event.type in WATCHED_EVENTS:
-                    self.show(event.type, event.object)
-                if deadline is not None and time.monotonic() >= deadline:
-                    return
+            try:
+                for event in events:
+                    rv = event.resource_version or rv
+                    if event.type in WATCHED_EVENTS:
+                        self.show(event.type, event.object)
+                    if deadline is not None and time.monotonic() >= deadline:
+                        return
+            except ApiError as exc:
+                if exc.status != 410 and exc.reason != "Expired":
+                    raise
+                rv = None  # history compacted: start over (current objects come as ADDED)
             time.sleep(RECONNECT_DELAY)  # the server ended the stream: resume from ``rv``
 
     def show(self, etype: str, obj: dict[str, Any]) -> None:

@@ -7,9 +7,12 @@ click's usage message (exit 2), Ctrl-C exits 130, and anything unexpected is rep
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import click
 from pydantic import ValidationError
@@ -37,7 +40,26 @@ from skyshift.client import ApiError
 from skyshift.models import UnknownKind
 
 
-@click.group("skyctl", cls=AliasedGroup, context_settings=CONTEXT_SETTINGS)
+class SkyctlGroup(AliasedGroup):
+    """The root group: in standalone mode (the console script, click's CliRunner) every
+    failure is reported by :func:`guarded`, so tests see exactly what users see."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        sys.exit(guarded(lambda: super(SkyctlGroup, self).main(
+            args, prog_name or "skyctl", complete_var, False, **extra
+        )))
+
+
+@click.group("skyctl", cls=SkyctlGroup, context_settings=CONTEXT_SETTINGS)
 @click.option("--server", default=None, metavar="URL",
               help="API server (default: $SKYSHIFT_SERVER, else the current context's).")
 @click.option("--context", "context_name", default=None, metavar="NAME",
@@ -68,10 +90,10 @@ def _err(message: str) -> None:
     click.echo(f"error: {one_line(message)}", err=True)
 
 
-def run(argv: list[str] | None = None, obj: CliState | None = None) -> int:
-    """Run skyctl and return its exit code (never raises, never prints a traceback)."""
+def guarded(body: Callable[[], Any]) -> int:
+    """Run ``body`` (click in non-standalone mode) and turn every outcome into an exit code."""
     try:
-        rv = cli.main(args=argv, prog_name="skyctl", standalone_mode=False, obj=obj)
+        rv = body()
         return rv if isinstance(rv, int) else 0
     except click.ClickException as exc:
         exc.show()
@@ -92,8 +114,9 @@ def run(argv: list[str] | None = None, obj: CliState | None = None) -> int:
         return EXIT_USAGE
     except BrokenPipeError:
         # `skyctl get jobs | head`: the reader left; silence the flush at exit too.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
         return 0
     except Exception as exc:  # the last line of defence: one line, details on request
         if os.environ.get("SKYSHIFT_DEBUG"):
@@ -102,9 +125,16 @@ def run(argv: list[str] | None = None, obj: CliState | None = None) -> int:
         return EXIT_ERROR
 
 
+def run(argv: list[str] | None = None, obj: CliState | None = None) -> int:
+    """Run skyctl and return its exit code (for embedding; never raises)."""
+    return guarded(
+        lambda: cli.main(args=argv, prog_name="skyctl", standalone_mode=False, obj=obj)
+    )
+
+
 def main() -> None:
     """Console-script entry point."""
-    sys.exit(run())
+    cli.main(prog_name="skyctl")
 
 
 if __name__ == "__main__":

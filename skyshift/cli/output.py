@@ -53,9 +53,9 @@ def print_rows(table: Table, rows: Sequence[Sequence[str]], widths: Sequence[int
             console.print(_styled(line, offset if i == 0 else None, status))
 
 
-def print_table(table: Table) -> list[int]:
+def print_table(table: Table, widths: Sequence[int] | None = None) -> list[int]:
     """Print a table with its header; returns the widths (watch mode keeps using them)."""
-    widths = table.widths()
+    widths = list(widths) if widths is not None else table.widths()
     _console().print(Text(table.header_line(widths)))
     print_rows(table, table.rows, widths)
     return widths

@@ -183,7 +183,7 @@ class AsyncSkyShiftClient:
             if name
             else collection_path(info, list_namespace(info, namespace, self.namespace))
         )
-        params = watch_params(resource_version, selector_string(label_selector))
+        params = watch_params(resource_version, selector_string(label_selector), timeout)
         tmo = httpx.Timeout(self.timeout, read=timeout)
         try:
             async with self._http.stream("GET", path, params=params, timeout=tmo) as resp:

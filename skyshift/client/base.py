@@ -7,6 +7,7 @@ behaviour worth testing can be tested without a server.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,9 +116,13 @@ class Pager:
 
 
 def watch_params(
-    resource_version: str | None, label_selector: str | None
+    resource_version: str | None, label_selector: str | None, timeout: float | None = None
 ) -> dict[str, str]:
+    """Query of a watch; with a timeout the server also ends the stream (``timeoutSeconds``),
+    since its keep-alive lines would otherwise keep an idle stream open forever."""
     params = {"watch": "true"}
+    if timeout is not None:
+        params["timeoutSeconds"] = str(max(1, math.ceil(timeout)))
     if resource_version:
         params["resourceVersion"] = str(resource_version)
     if label_selector:

@@ -199,8 +199,8 @@ class SkyShiftClient:
     ) -> Iterator[WatchEvent]:
         """Stream events after ``resource_version`` (or from now). Close the iterator to stop.
 
-        ``timeout``: end quietly when no event (or keep-alive) arrives for that many seconds
-        (None: wait until the server closes the stream).
+        ``timeout``: end quietly after about that many seconds (the server is asked to close
+        the stream then, and an idle read gives up then too); None: until the server ends it.
         """
         info = resolve_kind(kind)
         ns = namespace or self.namespace
@@ -209,7 +209,7 @@ class SkyShiftClient:
             if name
             else collection_path(info, list_namespace(info, namespace, self.namespace))
         )
-        params = watch_params(resource_version, selector_string(label_selector))
+        params = watch_params(resource_version, selector_string(label_selector), timeout)
         return self._stream(path, params, timeout)
 
     def _stream(
