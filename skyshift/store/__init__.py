@@ -14,7 +14,8 @@ from skyshift.store.errors import (
     TooLarge,
     Unavailable,
 )
-from skyshift.store.etcd import ListResult, ObjectStore
+from skyshift.store.etcd import ObjectStore
+from skyshift.store.listing import ListResult
 from skyshift.store.selectors import Requirement, Selector, parse_selector
 from skyshift.store.watch import WatchEvent
 

@@ -14,9 +14,9 @@ still owns the channel and the watch stream (see ``transport`` and ``watch``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, NoReturn, TypeVar
 
@@ -26,12 +26,9 @@ from aetcd import rpc
 from skyshift.store.codec import (
     Obj,
     decode,
-    decode_continue,
     describe,
     encode,
-    encode_continue,
     identity,
-    labels_of,
     list_prefix,
     normalize_prefix,
     object_key,
@@ -48,45 +45,23 @@ from skyshift.store.errors import (
     TooLarge,
     Unavailable,
 )
+from skyshift.store.listing import ListResult, list_objects
 from skyshift.store.selectors import Selector, parse_selector
-from skyshift.store.transport import make_client, translate, wait_ready
+from skyshift.store.transport import (
+    cmp_absent,
+    cmp_exists,
+    cmp_mod,
+    make_client,
+    op_delete,
+    op_get,
+    op_put,
+    translate,
+    wait_ready,
+)
 from skyshift.store.watch import WatchEvent, watch_stream
 
 T = TypeVar("T")
 SelectorArg = str | Mapping[str, str] | Selector | None
-
-
-@dataclass
-class ListResult:
-    items: list[dict[str, Any]]
-    resource_version: str
-    continue_token: str | None
-
-
-def _exists(key: bytes) -> Any:
-    return rpc.Compare(key=key, target=rpc.Compare.VERSION, result=rpc.Compare.GREATER, version=0)
-
-
-def _absent(key: bytes) -> Any:
-    return rpc.Compare(key=key, target=rpc.Compare.VERSION, result=rpc.Compare.EQUAL, version=0)
-
-
-def _mod_is(key: bytes, revision: int) -> Any:
-    return rpc.Compare(
-        key=key, target=rpc.Compare.MOD, result=rpc.Compare.EQUAL, mod_revision=revision
-    )
-
-
-def _put(key: bytes, value: bytes) -> Any:
-    return rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=value))
-
-
-def _get(key: bytes) -> Any:
-    return rpc.RequestOp(request_range=rpc.RangeRequest(key=key))
-
-
-def _delete(key: bytes) -> Any:
-    return rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=key, prev_kv=True))
 
 
 class ObjectStore:
@@ -109,6 +84,7 @@ class ObjectStore:
         self.timeout = timeout
         self._client: aetcd.Client | None = None
         self._closed = False
+        self._key_locks: dict[bytes, tuple[asyncio.Lock, list[int]]] = {}
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -234,50 +210,8 @@ class ObjectStore:
         ``limit`` counts matching items. With a selector, the last page may come back empty
         when the keys after the previous page all failed to match.
         """
-        selector = parse_selector(label_selector)
-        prefix = list_prefix(self.prefix, plural, namespace)
-        start, end, snapshot = prefix, prefix_range_end(prefix), 0
-        if continue_token:
-            last, snapshot = decode_continue(continue_token, prefix)
-            start = last + b"\0"
-        want = limit if limit is not None and limit > 0 else None
-        what = f"list {plural}" + (f" in {namespace}" if namespace else "")
-        items: list[Obj] = []
-        last_key: bytes | None = None
-        more = False
-        while True:
-            batch = self.list_batch
-            if want is not None and selector.empty:
-                batch = min(batch, want - len(items))
-            request = rpc.RangeRequest(key=start, range_end=end, limit=batch, revision=snapshot)
-            try:
-                resp = await self._range(what, request)
-            except Expired as exc:
-                raise await self._expired_list(what, snapshot) from exc
-            snapshot = snapshot or int(resp.header.revision)
-            full = False
-            for kv in resp.kvs:
-                if want is not None and len(items) >= want:
-                    full = True
-                    break
-                last_key = kv.key
-                obj = decode(kv.value, kv.mod_revision)
-                if selector.matches(labels_of(obj)):
-                    items.append(obj)
-            more = full or bool(resp.more)
-            if last_key is not None:
-                start = last_key + b"\0"
-            if full or not resp.more or (want is not None and len(items) >= want):
-                break
-        token = encode_continue(last_key, snapshot) if more and last_key is not None else None
-        return ListResult(items=items, resource_version=str(snapshot), continue_token=token)
-
-    async def _expired_list(self, what: str, snapshot: int) -> Expired:
-        oldest = await self.compacted_revision()
-        return Expired(
-            f"{what}: the continue token is too old: revision {snapshot} was compacted (oldest "
-            f"available {oldest}); list again without the continue token",
-            oldest,
+        return await list_objects(
+            self, plural, namespace, parse_selector(label_selector), limit, continue_token
         )
 
     async def compacted_revision(self) -> int:
@@ -339,7 +273,7 @@ class ObjectStore:
         ident = describe(plural, name, namespace)
         key, value = object_key(self.prefix, plural, name, namespace), encode(obj)
         self._check_size(f"create {ident}", key, value)
-        resp = await self._txn(f"create {ident}", [_absent(key)], [_put(key, value)], [])
+        resp = await self._txn(f"create {ident}", [cmp_absent(key)], [op_put(key, value)], [])
         if not resp.succeeded:
             raise AlreadyExists(f"{ident} already exists")
         return decode(value, resp.header.revision)
@@ -356,8 +290,8 @@ class ObjectStore:
         rv = parse_revision(raw_rv)
         key, value = object_key(self.prefix, plural, name, namespace), encode(obj)
         self._check_size(f"update {ident}", key, value)
-        compare = [_exists(key)] + ([_mod_is(key, rv)] if rv is not None else [])
-        resp = await self._txn(f"update {ident}", compare, [_put(key, value)], [_get(key)])
+        compare = [cmp_exists(key)] + ([cmp_mod(key, rv)] if rv is not None else [])
+        resp = await self._txn(f"update {ident}", compare, [op_put(key, value)], [op_get(key)])
         if not resp.succeeded:
             self._precondition_failed(resp, ident, rv)
         return decode(value, resp.header.revision)
@@ -374,8 +308,8 @@ class ObjectStore:
         ident = describe(plural, name, namespace)
         key = object_key(self.prefix, plural, name, namespace)
         rv = parse_revision(expected_rv)
-        compare = [_exists(key)] + ([_mod_is(key, rv)] if rv is not None else [])
-        resp = await self._txn(f"delete {ident}", compare, [_delete(key)], [_get(key)])
+        compare = [cmp_exists(key)] + ([cmp_mod(key, rv)] if rv is not None else [])
+        resp = await self._txn(f"delete {ident}", compare, [op_delete(key)], [op_get(key)])
         if not resp.succeeded:
             self._precondition_failed(resp, ident, rv)
         prev = resp.responses[0].response_delete_range.prev_kvs[0]
@@ -394,8 +328,35 @@ class ObjectStore:
         for "no change" (nothing is written and the current object is returned). It may run
         several times, so it must be a pure function of its argument.
         """
-        ident = describe(plural, name, namespace)
         key = object_key(self.prefix, plural, name, namespace)
+        async with self._key_lock(key):
+            ident = describe(plural, name, namespace)
+            return await self._read_modify_write(key, ident, (name, namespace or None), mutate)
+
+    @contextlib.asynccontextmanager
+    async def _key_lock(self, key: bytes) -> AsyncIterator[None]:
+        """Queue this process's read-modify-writes of one key (FIFO).
+
+        Without it, concurrent updaters in one process collide on every round and the unlucky
+        ones starve; with it, compare-and-swap conflicts only come from other processes.
+        """
+        lock, users = self._key_locks.setdefault(key, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if users[0] == 0:
+                del self._key_locks[key]
+
+    async def _read_modify_write(
+        self,
+        key: bytes,
+        ident: str,
+        name_ns: tuple[str, str | None],
+        mutate: Callable[[Obj], Obj | None],
+    ) -> Obj:
         resp = await self._range(f"get {ident}", rpc.RangeRequest(key=key))
         if not resp.kvs:
             raise NotFound(f"{ident} not found")
@@ -405,23 +366,23 @@ class ObjectStore:
             new = mutate(decode(kv.value, kv.mod_revision))
             if new is None:
                 return current
-            if identity(new) != (name, namespace or None):
+            if identity(new) != name_ns:
                 raise InvalidArgument(f"guaranteed_update of {ident}: mutate renamed the object")
             value = encode(new)
             if value == kv.value:
                 return current
             self._check_size(f"update {ident}", key, value)
-            txn = await self._txn(
-                f"update {ident}", [_mod_is(key, kv.mod_revision)], [_put(key, value)], [_get(key)]
-            )
+            compare = [cmp_mod(key, kv.mod_revision)]
+            txn = await self._txn(f"update {ident}", compare, [op_put(key, value)], [op_get(key)])
             if txn.succeeded:
                 return decode(value, txn.header.revision)
             kvs = txn.responses[0].response_range.kvs
             if not kvs:
                 raise NotFound(f"{ident} not found (deleted while updating)")
             kv = kvs[0]
-            if attempt >= 3:  # heavy contention: spread the writers out a little
-                await asyncio.sleep(random.uniform(0, 0.002 * attempt))
+            # Exponential backoff with full jitter: without it, writers hammering one key keep
+            # colliding and an unlucky one can lose every round.
+            await asyncio.sleep(random.uniform(0, min(0.0005 * 2**attempt, 0.05)))
         raise Conflict(
             f"{ident}: gave up after {self.update_attempts} conflicting updates",
             current_resource_version=str(kv.mod_revision),

@@ -4,6 +4,7 @@ aetcd owns the gRPC channel, its stubs and the shared watch stream; this module 
 channel behaves (unbounded receive size for big lists, fast reconnects after an etcd restart,
 keepalive so a silently dead peer breaks watches) and how long an operation may wait for etcd
 before the caller gets :class:`Unavailable`. Nothing outside ``skyshift.store`` sees aetcd/grpc.
+It also builds the few etcd request messages the store sends (compares and ops of a txn).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import aetcd
 import grpc
+from aetcd import rpc
 
 from skyshift.config import parse_endpoints
 from skyshift.store.errors import Expired, StoreError, TooLarge, Unavailable
@@ -110,3 +112,32 @@ def translate(exc: BaseException, what: str, timeout: float) -> StoreError:
     if is_compacted(exc):
         return Expired(f"{what}: revision was compacted")
     return StoreError(f"{what}: etcd error: {details or exc!r}")
+
+
+# -- etcd request builders (protobuf messages of aetcd's generated rpc module) ---------------
+
+
+def cmp_exists(key: bytes) -> Any:
+    return rpc.Compare(key=key, target=rpc.Compare.VERSION, result=rpc.Compare.GREATER, version=0)
+
+
+def cmp_absent(key: bytes) -> Any:
+    return rpc.Compare(key=key, target=rpc.Compare.VERSION, result=rpc.Compare.EQUAL, version=0)
+
+
+def cmp_mod(key: bytes, revision: int) -> Any:
+    return rpc.Compare(
+        key=key, target=rpc.Compare.MOD, result=rpc.Compare.EQUAL, mod_revision=revision
+    )
+
+
+def op_put(key: bytes, value: bytes) -> Any:
+    return rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=value))
+
+
+def op_get(key: bytes) -> Any:
+    return rpc.RequestOp(request_range=rpc.RangeRequest(key=key))
+
+
+def op_delete(key: bytes) -> Any:
+    return rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=key, prev_kv=True))

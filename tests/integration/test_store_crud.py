@@ -131,6 +131,35 @@ async def test_concurrent_guaranteed_updates_all_land(store: ObjectStore) -> Non
     assert sorted(r["spec"]["count"] for r in results) == list(range(1, 21))
 
 
+async def test_guaranteed_updates_from_several_processes_all_land(
+    store: ObjectStore, etcd_server: EtcdServer
+) -> None:
+    """Separate ObjectStores (like API replicas) really race on the compare-and-swap."""
+    await store.create("jobs", job("shared", count=0))
+    replicas = [ObjectStore(etcd_server.endpoint, prefix=store.prefix) for _ in range(4)]
+    calls = 0
+
+    def increment(obj: dict[str, Any]) -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        obj["spec"]["count"] += 1
+        return obj
+
+    try:
+        await asyncio.gather(
+            *(
+                r.guaranteed_update("jobs", "shared", "default", increment)
+                for r in replicas
+                for _ in range(10)
+            )
+        )
+    finally:
+        for r in replicas:
+            await r.close()
+    assert (await store.get("jobs", "shared", "default"))["spec"]["count"] == 40
+    assert calls >= 40  # conflicts between replicas were retried, none lost
+
+
 async def test_concurrent_plain_updates_only_one_wins(store: ObjectStore) -> None:
     base = await store.create("jobs", job("race", n=0))
     outcomes = await asyncio.gather(
