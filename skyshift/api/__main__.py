@@ -20,7 +20,11 @@ from skyshift.config import Settings
 
 def lifecycle_enabled() -> bool:
     return os.environ.get("SKYSHIFT_LIFECYCLE", "on").strip().lower() not in (
-        "off", "0", "false", "no", "disabled",
+        "off",
+        "0",
+        "false",
+        "no",
+        "disabled",
     )
 
 

@@ -106,9 +106,7 @@ def from_validation(exc: ValidationError, what: str = "object") -> ApiError:
     first = details[0] if details else {"field": "", "message": "invalid"}
     field = first["field"] or None
     where = f"{first['field']}: " if first["field"] else ""
-    return ApiError(
-        422, f"invalid {what}: {where}{first['message']}", field=field, details=details
-    )
+    return ApiError(422, f"invalid {what}: {where}{first['message']}", field=field, details=details)
 
 
 def from_store(exc: store_errors.StoreError) -> ApiError:

@@ -88,7 +88,8 @@ async def create(
     except AlreadyExists:
         where = f" in namespace {namespace}" if namespace else ""
         raise ApiError(
-            409, f"{info.kind} {obj['metadata']['name']} already exists{where}",
+            409,
+            f"{info.kind} {obj['metadata']['name']} already exists{where}",
             reason="AlreadyExists",
         ) from None
     if lifecycle is not None and _has_lifecycle(info, lifecycle):

@@ -27,7 +27,7 @@ router = APIRouter(tags=["Job"])
 
 
 class ExecRequest(BaseModel):
-    command: list[str] = Field(min_length=1, description="argv to run, e.g. [\"ls\", \"-l\"]")
+    command: list[str] = Field(min_length=1, description='argv to run, e.g. ["ls", "-l"]')
     rank: int = Field(default=0, ge=0, description="Which replica (0-based)")
 
 

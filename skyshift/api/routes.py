@@ -101,8 +101,14 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
         store: ObjectStore = get_store(request)
         if watch:
             return await watch_response(
-                store, info, namespace, label_selector=label_selector, resource_version=rv,
-                bookmarks=bookmarks, timeout_seconds=timeout, options=get_options(request).watch,
+                store,
+                info,
+                namespace,
+                label_selector=label_selector,
+                resource_version=rv,
+                bookmarks=bookmarks,
+                timeout_seconds=timeout,
+                options=get_options(request).watch,
             )
         result = await store.list(
             plural, namespace, label_selector=label_selector, limit=limit, continue_token=cont
@@ -124,9 +130,14 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
 
         @top.get(f"/{plural}", dependencies=dep("list"), **list_doc)  # type: ignore[arg-type]
         async def list_all(
-            request: Request, labelSelector: str | None = sel, limit: int | None = lim,
-            cont: str | None = con, watch: bool = WatchParam, rv: str | None = RvParam,
-            bookmarks: bool = BookmarksParam, timeout: int | None = TimeoutParam,
+            request: Request,
+            labelSelector: str | None = sel,
+            limit: int | None = lim,
+            cont: str | None = con,
+            watch: bool = WatchParam,
+            rv: str | None = RvParam,
+            bookmarks: bool = BookmarksParam,
+            timeout: int | None = TimeoutParam,
         ) -> Response:
             return await list_objects(
                 request, None, labelSelector, limit, cont, watch, rv, bookmarks, timeout
@@ -150,14 +161,25 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
         return JSONResponse(obj, status_code=201 if created else 200)
 
     async def get_one(
-        request: Request, namespace: str | None, name: str, watch: bool, rv: str | None,
-        bookmarks: bool, timeout: int | None,
+        request: Request,
+        namespace: str | None,
+        name: str,
+        watch: bool,
+        rv: str | None,
+        bookmarks: bool,
+        timeout: int | None,
     ) -> Response:
         store = get_store(request)
         if watch:
             return await watch_response(
-                store, info, ns_of(namespace), name=name, resource_version=rv,
-                bookmarks=bookmarks, timeout_seconds=timeout, options=get_options(request).watch,
+                store,
+                info,
+                ns_of(namespace),
+                name=name,
+                resource_version=rv,
+                bookmarks=bookmarks,
+                timeout_seconds=timeout,
+                options=get_options(request).watch,
             )
         return JSONResponse(await handlers.get_object(store, info, name, ns_of(namespace)))
 
@@ -171,8 +193,13 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
     async def patch(request: Request, namespace: str | None, name: str) -> Response:
         patch_kind, doc = await read_patch(request, get_options(request).max_body_bytes)
         obj = await handlers.patch(
-            get_store(request), get_lifecycle(request), info, name, ns_of(namespace),
-            patch_kind, doc,
+            get_store(request),
+            get_lifecycle(request),
+            info,
+            name,
+            ns_of(namespace),
+            patch_kind,
+            doc,
         )
         return JSONResponse(obj)
 
@@ -210,24 +237,38 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
         _namespace if info.namespaced else _no_namespace
     )
 
-    @router.post(coll, status_code=201, dependencies=dep("create"), openapi_extra=_BODY_DOC,
-                 summary=f"Create a {kind}{where}",
-                 description="Body: JSON or YAML manifest. The server sets uid, "
-                 "creationTimestamp, generation and the default status.")
+    @router.post(
+        coll,
+        status_code=201,
+        dependencies=dep("create"),
+        openapi_extra=_BODY_DOC,
+        summary=f"Create a {kind}{where}",
+        description="Body: JSON or YAML manifest. The server sets uid, "
+        "creationTimestamp, generation and the default status.",
+    )
     async def create_route(request: Request, namespace: str | None = Depends(ns_param)) -> Any:
         return await create(request, namespace)
 
-    @router.put(coll, dependencies=dep("update"), openapi_extra=_BODY_DOC,
-                summary=f"Create or replace a {kind} (apply)",
-                description="Creates the object named in the body (201) or replaces it (200).")
+    @router.put(
+        coll,
+        dependencies=dep("update"),
+        openapi_extra=_BODY_DOC,
+        summary=f"Create or replace a {kind} (apply)",
+        description="Creates the object named in the body (201) or replaces it (200).",
+    )
     async def apply_route(request: Request, namespace: str | None = Depends(ns_param)) -> Any:
         return await apply(request, namespace)
 
     @router.get(coll, dependencies=dep("list"), **list_doc)  # type: ignore[arg-type]
     async def list_route(
-        request: Request, namespace: str | None = Depends(ns_param),
-        labelSelector: str | None = sel, limit: int | None = lim, cont: str | None = con,
-        watch: bool = WatchParam, rv: str | None = RvParam, bookmarks: bool = BookmarksParam,
+        request: Request,
+        namespace: str | None = Depends(ns_param),
+        labelSelector: str | None = sel,
+        limit: int | None = lim,
+        cont: str | None = con,
+        watch: bool = WatchParam,
+        rv: str | None = RvParam,
+        bookmarks: bool = BookmarksParam,
         timeout: int | None = TimeoutParam,
     ) -> Response:
         return await list_objects(
@@ -236,38 +277,57 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
 
     @router.get(item, dependencies=dep("get"), summary=f"Get a {kind}", responses=_WATCH_DOC)
     async def get_route(
-        request: Request, name: str, namespace: str | None = Depends(ns_param),
-        watch: bool = WatchParam, rv: str | None = RvParam, bookmarks: bool = BookmarksParam,
+        request: Request,
+        name: str,
+        namespace: str | None = Depends(ns_param),
+        watch: bool = WatchParam,
+        rv: str | None = RvParam,
+        bookmarks: bool = BookmarksParam,
         timeout: int | None = TimeoutParam,
     ) -> Response:
         return await get_one(request, namespace, name, watch, rv, bookmarks, timeout)
 
-    @router.put(item, dependencies=dep("update"), openapi_extra=_BODY_DOC,
-                summary=f"Replace a {kind}",
-                description="`metadata.resourceVersion`, when given, must be current (else "
-                "409). uid, creationTimestamp and status are kept; generation goes up when the "
-                "spec changed.")
+    @router.put(
+        item,
+        dependencies=dep("update"),
+        openapi_extra=_BODY_DOC,
+        summary=f"Replace a {kind}",
+        description="`metadata.resourceVersion`, when given, must be current (else "
+        "409). uid, creationTimestamp and status are kept; generation goes up when the "
+        "spec changed.",
+    )
     async def replace_route(
         request: Request, name: str, namespace: str | None = Depends(ns_param)
     ) -> Any:
         return await replace(request, namespace, name)
 
-    @router.patch(item, dependencies=dep("patch"), openapi_extra=_PATCH_DOC,
-                  summary=f"Patch a {kind}",
-                  description="JSON Patch (RFC 6902) or JSON Merge Patch (RFC 7386). A failing "
-                  "patch is 422; a concurrent change is 409.")
+    @router.patch(
+        item,
+        dependencies=dep("patch"),
+        openapi_extra=_PATCH_DOC,
+        summary=f"Patch a {kind}",
+        description="JSON Patch (RFC 6902) or JSON Merge Patch (RFC 7386). A failing "
+        "patch is 422; a concurrent change is 409.",
+    )
     async def patch_route(
         request: Request, name: str, namespace: str | None = Depends(ns_param)
     ) -> Any:
         return await patch(request, namespace, name)
 
-    @router.delete(item, dependencies=dep("delete"), summary=f"Delete a {kind}",
-                   description=delete_desc,
-                   responses={202: {"description": "Deletion started"}})
+    @router.delete(
+        item,
+        dependencies=dep("delete"),
+        summary=f"Delete a {kind}",
+        description=delete_desc,
+        responses={202: {"description": "Deletion started"}},
+    )
     async def delete_route(
-        request: Request, name: str, namespace: str | None = Depends(ns_param),
-        rv: str | None = Query(None, alias="resourceVersion",
-                               description="Precondition: delete only at this version"),
+        request: Request,
+        name: str,
+        namespace: str | None = Depends(ns_param),
+        rv: str | None = Query(
+            None, alias="resourceVersion", description="Precondition: delete only at this version"
+        ),
     ) -> Any:
         return await delete(request, namespace, name, rv)
 

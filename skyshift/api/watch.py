@@ -191,8 +191,9 @@ async def _stream(
                     return
                 if bookmarks:
                     meta = {"resourceVersion": str(last)}
-                    yield line("BOOKMARK", {"apiVersion": API_VERSION, "kind": info.kind,
-                                            "metadata": meta})
+                    yield line(
+                        "BOOKMARK", {"apiVersion": API_VERSION, "kind": info.kind, "metadata": meta}
+                    )
                 else:
                     yield b"\n"
                 continue

@@ -13,10 +13,13 @@ import httpx
 import pytest
 import yaml
 
+from skyshift.api import ApiOptions
 from skyshift.models.registry import API_KINDS
 from skyshift.store import ObjectStore
-from tests.fixtures.api import ApiOptions, asgi_client, sample
+from tests.fixtures.api import asgi_client, sample
 
+# Until tests/conftest.py lists it: load the API fixtures for this module.
+pytest_plugins = ["tests.fixtures.api"]
 pytestmark = pytest.mark.integration
 
 KINDS = [k.plural for k in API_KINDS]
@@ -160,16 +163,23 @@ async def test_stale_resource_version_conflicts(
     err = error(r)
     assert err["resourceVersion"] == current["metadata"]["resourceVersion"]
 
-    patch = [{"op": "replace", "path": "/spec/replicas", "value": 9},
-             {"op": "replace", "path": "/metadata/resourceVersion",
-              "value": first["metadata"]["resourceVersion"]}]
-    r = await c.patch("/default/jobs/cas", json=patch,
-                      headers={"Content-Type": "application/json-patch+json"})
+    patch = [
+        {"op": "replace", "path": "/spec/replicas", "value": 9},
+        {
+            "op": "replace",
+            "path": "/metadata/resourceVersion",
+            "value": first["metadata"]["resourceVersion"],
+        },
+    ]
+    r = await c.patch(
+        "/default/jobs/cas", json=patch, headers={"Content-Type": "application/json-patch+json"}
+    )
     assert r.status_code == 409
     assert error(r)["resourceVersion"] == current["metadata"]["resourceVersion"]
 
-    r = await c.delete("/default/jobs/cas",
-                       params={"resourceVersion": first["metadata"]["resourceVersion"]})
+    r = await c.delete(
+        "/default/jobs/cas", params={"resourceVersion": first["metadata"]["resourceVersion"]}
+    )
     assert r.status_code == 409
     assert await snapshot(store) == before
 
@@ -213,17 +223,44 @@ async def test_bad_names(api_client_nolc: httpx.AsyncClient, store: ObjectStore,
 
 async def test_malformed_bodies(api_client_nolc: httpx.AsyncClient, store: ObjectStore) -> None:
     c = api_client_nolc
-    err = await _refused(c, store, "POST", "/default/jobs", 400,
-                         content="kind: Job\nmetadata: [unclosed",
-                         headers={"Content-Type": "application/yaml"})
+    err = await _refused(
+        c,
+        store,
+        "POST",
+        "/default/jobs",
+        400,
+        content="kind: Job\nmetadata: [unclosed",
+        headers={"Content-Type": "application/yaml"},
+    )
     assert "YAML" in err["message"]
-    err = await _refused(c, store, "POST", "/default/jobs", 400, content="{bad json",
-                         headers={"Content-Type": "application/json"})
+    err = await _refused(
+        c,
+        store,
+        "POST",
+        "/default/jobs",
+        400,
+        content="{bad json",
+        headers={"Content-Type": "application/json"},
+    )
     assert "JSON" in err["message"]
-    err = await _refused(c, store, "POST", "/default/jobs", 415, content="<job/>",
-                         headers={"Content-Type": "application/xml"})
-    await _refused(c, store, "POST", "/default/jobs", 400, content="- a\n- b\n",
-                   headers={"Content-Type": "application/yaml"})
+    err = await _refused(
+        c,
+        store,
+        "POST",
+        "/default/jobs",
+        415,
+        content="<job/>",
+        headers={"Content-Type": "application/xml"},
+    )
+    await _refused(
+        c,
+        store,
+        "POST",
+        "/default/jobs",
+        400,
+        content="- a\n- b\n",
+        headers={"Content-Type": "application/yaml"},
+    )
 
 
 async def test_url_and_body_must_agree(
@@ -272,8 +309,15 @@ async def test_oversized_body(make_api: Any, store: ObjectStore) -> None:
             for _ in range(8):
                 yield b" " * 512
 
-        await _refused(c, store, "POST", "/default/jobs", 413, content=chunks(),
-                       headers={"Content-Type": "application/json"})
+        await _refused(
+            c,
+            store,
+            "POST",
+            "/default/jobs",
+            413,
+            content=chunks(),
+            headers={"Content-Type": "application/json"},
+        )
     async with asgi_client(make_api()) as c:  # default limit: 1 MiB
         body["spec"]["run"] = "x" * (1024 * 1024 + 1)
         await _refused(c, store, "POST", "/default/jobs", 413, json=body)
@@ -283,26 +327,65 @@ async def test_json_patch(api_client_nolc: httpx.AsyncClient, store: ObjectStore
     c = api_client_nolc
     await c.post("/default/jobs", json=sample("jobs", "p"))
     jp = {"Content-Type": "application/json-patch+json"}
-    r = await c.patch("/default/jobs/p", headers=jp, json=[
-        {"op": "test", "path": "/spec/replicas", "value": 2},
-        {"op": "replace", "path": "/spec/replicas", "value": 4},
-        {"op": "add", "path": "/metadata/labels/tier", "value": "gold"},
-    ])
+    r = await c.patch(
+        "/default/jobs/p",
+        headers=jp,
+        json=[
+            {"op": "test", "path": "/spec/replicas", "value": 2},
+            {"op": "replace", "path": "/spec/replicas", "value": 4},
+            {"op": "add", "path": "/metadata/labels/tier", "value": "gold"},
+        ],
+    )
     assert r.status_code == 200, r.text
     assert r.json()["spec"]["replicas"] == 4 and r.json()["metadata"]["generation"] == 2
 
-    err = await _refused(c, store, "PATCH", "/default/jobs/p", 422, headers=jp,
-                         json=[{"op": "test", "path": "/spec/replicas", "value": 1}])
+    err = await _refused(
+        c,
+        store,
+        "PATCH",
+        "/default/jobs/p",
+        422,
+        headers=jp,
+        json=[{"op": "test", "path": "/spec/replicas", "value": 1}],
+    )
     assert "test" in err["message"]
-    await _refused(c, store, "PATCH", "/default/jobs/p", 422, headers=jp,
-                   json=[{"op": "remove", "path": "/spec/nope"}])
-    await _refused(c, store, "PATCH", "/default/jobs/p", 422, headers=jp,
-                   json=[{"op": "frobnicate", "path": "/spec"}])
-    err = await _refused(c, store, "PATCH", "/default/jobs/p", 422, headers=jp,
-                         json=[{"op": "replace", "path": "/spec/replicas", "value": -3}])
+    await _refused(
+        c,
+        store,
+        "PATCH",
+        "/default/jobs/p",
+        422,
+        headers=jp,
+        json=[{"op": "remove", "path": "/spec/nope"}],
+    )
+    await _refused(
+        c,
+        store,
+        "PATCH",
+        "/default/jobs/p",
+        422,
+        headers=jp,
+        json=[{"op": "frobnicate", "path": "/spec"}],
+    )
+    err = await _refused(
+        c,
+        store,
+        "PATCH",
+        "/default/jobs/p",
+        422,
+        headers=jp,
+        json=[{"op": "replace", "path": "/spec/replicas", "value": -3}],
+    )
     assert err["field"] == "spec.replicas"
-    err = await _refused(c, store, "PATCH", "/default/jobs/p", 422, headers=jp,
-                         json=[{"op": "replace", "path": "/metadata/name", "value": "q"}])
+    err = await _refused(
+        c,
+        store,
+        "PATCH",
+        "/default/jobs/p",
+        422,
+        headers=jp,
+        json=[{"op": "replace", "path": "/metadata/name", "value": "q"}],
+    )
     assert err["field"] == "metadata.name"
     await _refused(c, store, "PATCH", "/default/jobs/p", 400, headers=jp, content="[{")
     await _refused(c, store, "PATCH", "/default/jobs/missing", 404, headers=jp, json=[])
@@ -314,16 +397,31 @@ async def test_merge_patch(api_client_nolc: httpx.AsyncClient, store: ObjectStor
     body["spec"]["envs"] = {"A": "1", "B": "2"}
     await c.post("/default/jobs", json=body)
     mp = {"Content-Type": "application/merge-patch+json"}
-    r = await c.patch("/default/jobs/m", headers=mp,
-                      content=json.dumps({"spec": {"envs": {"A": None, "C": "3"}}}))
+    r = await c.patch(
+        "/default/jobs/m", headers=mp, content=json.dumps({"spec": {"envs": {"A": None, "C": "3"}}})
+    )
     assert r.status_code == 200, r.text
     assert r.json()["spec"]["envs"] == {"B": "2", "C": "3"}
     assert r.json()["spec"]["replicas"] == 2
-    err = await _refused(c, store, "PATCH", "/default/jobs/m", 422, headers=mp,
-                         content=json.dumps({"spec": {"resources": {"cpus": "abc"}}}))
+    err = await _refused(
+        c,
+        store,
+        "PATCH",
+        "/default/jobs/m",
+        422,
+        headers=mp,
+        content=json.dumps({"spec": {"resources": {"cpus": "abc"}}}),
+    )
     assert err["field"] == "spec.resources.cpus"
-    await _refused(c, store, "PATCH", "/default/jobs/m", 415, content="{}",
-                   headers={"Content-Type": "application/yaml"})
+    await _refused(
+        c,
+        store,
+        "PATCH",
+        "/default/jobs/m",
+        415,
+        content="{}",
+        headers={"Content-Type": "application/yaml"},
+    )
 
 
 async def test_list_selector_and_pages(api_client_nolc: httpx.AsyncClient) -> None:
