@@ -225,7 +225,7 @@ class ObjectStore:
         watch = None
         try:
             watch = await client.watch(probe, start_revision=1)
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(min(self.timeout, 1.0)):
                 async for _ in watch:
                     break
         except aetcd.RevisionCompactedError as exc:
@@ -236,7 +236,8 @@ class ObjectStore:
             raise translate(exc, "read compacted revision", self.timeout) from exc
         finally:
             if watch is not None:
-                await watch.cancel()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(watch.cancel(), 1.0)
         return 0
 
     def watch(
