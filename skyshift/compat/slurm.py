@@ -1,0 +1,521 @@
+"""The ``slurm`` cluster manager: replicas are Slurm batch jobs, driven by Slurm's own commands.
+
+Commands run locally or on a login node over SSH (``slurm_runner``) and their JSON is read by
+``slurm_parse``; nothing here needs sacct, pyslurm or ``scontrol --json`` (absent in 22.05).
+
+Config (``Cluster.spec.config``)::
+
+    slurm_conf        SLURM_CONF for every command (default: the environment's / Slurm's own)
+    partition         partition to submit to and to report capacity of (default: the default one)
+    workdir           directory for ``<name>.out`` (stdout+stderr), ``<name>.job`` and
+                      ``<name>.exit``; must be shared between the login node and compute nodes;
+                      relative paths are under the (remote) home [default .skyshift/slurm/<name>]
+    poll_interval     seconds between polls the skylet should use [default 2]
+    host, username, ssh_key_path, port, known_hosts_file, strict_host_key_checking
+                      run everything on ``host`` over key-based SSH (BatchMode, no prompts)
+    account, qos, time_limit, sbatch_args   passed to sbatch
+    container_runtime ``apptainer`` or ``singularity`` to run ``image`` in a container; without it
+                      ``image`` is ignored and the command runs on the node as is (never docker)
+    command_timeout   seconds before a Slurm command counts as hung -> Transient [default 60]
+
+How replicas map onto Slurm: one batch job per replica, ``--job-name=<replica name>`` and
+``--comment=skyshift:v1;uid=..;ns=..;job=..;rank=..;attempt=..`` (the marker: jobs without it are
+never listed or touched). The batch script exports the env vars, runs ``/bin/sh -c <run>`` and
+writes ``<job id> <exit code> <epoch>`` to ``<name>.exit``; the submit step writes ``<name>.job``
+(metadata and job id). ``replicas()`` is one ``squeue --json`` plus one read of those records:
+squeue gives live states, the records keep finished replicas (and their exit codes) after Slurm
+forgets them (``MinJobAge``), until ``delete``. So statuses never depend on accounting.
+
+Idempotency: a submit first looks at squeue and the records; a replica with that name and an
+attempt >= the requested one is adopted, a higher attempt cancels what is left of the old one and
+submits again. Submits and deletes of one adapter are serialised by a lock (one skylet per
+cluster). ``exec`` runs ``srun --jobid=<id> --overlap`` in a running replica's allocation (with
+the env vars read back from its batch script). Slurm has no services: if the protocol grows
+service operations they raise ``Unsupported`` here. pyslurm is only detected (it would have to
+match the cluster's version); the command path is always used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from skyshift.compat.errors import NotFound, Permanent, Transient
+from skyshift.compat.slurm_parse import (
+    Outcome,
+    Record,
+    ReplicaMeta,
+    SlurmJob,
+    SlurmNode,
+    SubmitOptions,
+    batch_script,
+    classify,
+    finished_outcome,
+    job_outcome,
+    load_json,
+    parse_exports,
+    parse_job_id,
+    parse_jobs,
+    parse_nodes,
+    parse_partitions,
+    parse_records,
+    sbatch_args,
+    strip_srun_noise,
+    validate_spec,
+)
+from skyshift.compat.slurm_runner import LocalRunner, Result, SshRunner
+from skyshift.compat.types import (
+    FAILED,
+    PENDING,
+    UNKNOWN,
+    ClusterState,
+    ExecResult,
+    NodeState,
+    ReplicaSpec,
+    ReplicaStatus,
+)
+
+_RECORDS_SH = (
+    'cd "$1" 2>/dev/null || exit 0; '
+    "find . -maxdepth 1 -type f \\( -name '*.job' -o -name '*.exit' \\) -exec grep -H '' {} +; "
+    "exit 0"
+)
+_SUBMIT_SH = """wd=$1; n=$2; prev=$3; meta=$4; shift 4
+mkdir -p "$wd" && cd "$wd" || exit 90
+rotated=
+if [ -n "$prev" ] && [ -f "$n.out" ]; then mv -f "$n.out" "$n.out.$prev" && rotated=1; fi
+out=$(sbatch "$@"); rc=$?
+if [ "$rc" -ne 0 ]; then
+  if [ -n "$rotated" ]; then mv -f "$n.out.$prev" "$n.out"; fi
+  exit "$rc"
+fi
+id=${out%%;*}
+printf '%s\\n%s\\n' "$meta" "$id" > "$n.job.tmp" && mv -f "$n.job.tmp" "$n.job"
+printf '%s\\n' "$out"
+"""
+_RECORD_SH = (
+    'cd "$1" && printf \'%s\\n%s\\n\' "$3" "$4" > "$2.job.tmp" && mv -f "$2.job.tmp" "$2.job"'
+)
+_REMOVE_SH = (
+    'cd "$1" 2>/dev/null || exit 0; shift; '
+    'for n in "$@"; do rm -f -- "$n.job" "$n.exit" "$n.out" "$n".out.* "$n".exit.*; done'
+)
+_LOGS_SH = """f="$1/$2.out"
+if [ -f "$f" ]; then
+  if [ -n "$3" ]; then tail -n "$3" -- "$f"; else cat -- "$f"; fi
+  exit $?
+fi
+[ -f "$1/$2.job" ] && exit 0
+exit 44
+"""
+_RESOLVE_SH = 'cd && mkdir -p -- "$1" && cd -- "$1" && pwd -P'
+_LOGS_MISSING = 44
+
+
+@dataclass
+class SlurmConfig:
+    slurm_conf: str | None = None
+    partition: str | None = None
+    workdir: str = ""
+    poll_interval: float = 2.0
+    host: str | None = None
+    username: str | None = None
+    ssh_key_path: str | None = None
+    port: int = 22
+    known_hosts_file: str | None = None
+    strict_host_key_checking: str = "accept-new"
+    account: str | None = None
+    qos: str | None = None
+    time_limit: str | None = None
+    sbatch_args: list[str] = field(default_factory=list)
+    container_runtime: str = ""
+    command_timeout: float = 60.0
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, name: str, config: dict[str, Any]) -> SlurmConfig:
+        def opt_str(key: str) -> str | None:
+            value = config.get(key)
+            if value is None or value == "":
+                return None
+            if not isinstance(value, str):
+                raise Permanent(f"slurm cluster {name}: {key} must be a string")
+            return value
+
+        def number(key: str, default: float, low: float) -> float:
+            value = config.get(key, default)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < low:
+                raise Permanent(f"slurm cluster {name}: {key} must be a number >= {low:g}")
+            return float(value)
+
+        extra = config.get("sbatch_args") or []
+        if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
+            raise Permanent(f"slurm cluster {name}: sbatch_args must be a list of strings")
+        labels = config.get("labels") or {}
+        if not isinstance(labels, dict):
+            raise Permanent(f"slurm cluster {name}: labels must map strings to strings")
+        runtime = opt_str("container_runtime") or ""
+        if runtime not in ("", "apptainer", "singularity"):
+            raise Permanent(
+                f"slurm cluster {name}: container_runtime must be apptainer or singularity"
+            )
+        port = config.get("port", 22)
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise Permanent(f"slurm cluster {name}: port must be an integer 1-65535")
+        return cls(
+            slurm_conf=opt_str("slurm_conf"),
+            partition=opt_str("partition"),
+            workdir=opt_str("workdir") or f".skyshift/slurm/{name}",
+            poll_interval=number("poll_interval", 2.0, 0.1),
+            host=opt_str("host"),
+            username=opt_str("username") or opt_str("user"),
+            ssh_key_path=opt_str("ssh_key_path"),
+            port=port,
+            known_hosts_file=opt_str("known_hosts_file"),
+            strict_host_key_checking=opt_str("strict_host_key_checking") or "accept-new",
+            account=opt_str("account"),
+            qos=opt_str("qos"),
+            time_limit=opt_str("time_limit"),
+            sbatch_args=list(extra),
+            container_runtime=runtime,
+            command_timeout=number("command_timeout", 60.0, 1.0),
+            labels={str(k): str(v) for k, v in labels.items()},
+        )
+
+
+class SlurmManager:
+    """ClusterManager over Slurm commands (see the module docstring)."""
+
+    manager = "slurm"
+
+    def __init__(self, name: str, config: dict[str, Any]) -> None:
+        self.name = name
+        self.config = SlurmConfig.parse(name, config)
+        cfg = self.config
+        self.runner: LocalRunner | SshRunner
+        if cfg.host:
+            self.runner = SshRunner(
+                name, cfg.slurm_conf, cfg.host, cfg.username, cfg.ssh_key_path, cfg.port,
+                cfg.known_hosts_file, cfg.strict_host_key_checking,
+            )
+        else:
+            self.runner = LocalRunner(name, cfg.slurm_conf)
+        self.workdir = cfg.workdir  # made absolute by connect()
+        self.partition: str | None = cfg.partition
+        self.partitions: list[str] = []
+        self.pyslurm_note = ""
+        self._connected = False
+        self._lock = asyncio.Lock()
+        self._deleted: set[int] = set()  # job ids cancelled by delete(): never listed again
+
+    @property
+    def poll_interval(self) -> float:
+        return self.config.poll_interval
+
+    # ---- ClusterManager -------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        if self._connected:
+            return
+        if isinstance(self.runner, SshRunner):
+            self.runner.check_config()
+        resolved, parts = await asyncio.gather(
+            self._cmd(["sh", "-c", _RESOLVE_SH, "sh", self.config.workdir], what="workdir"),
+            self._cmd(["sinfo", "-h", "-o", "%P"]),
+        )
+        workdir = resolved.strip().splitlines()[-1] if resolved.strip() else ""
+        if not workdir.startswith("/"):
+            raise Permanent(f"cluster {self.name}: cannot resolve workdir {self.config.workdir}")
+        self.workdir = workdir
+        self.partitions, default = parse_partitions(parts)
+        if self.config.partition and self.config.partition not in self.partitions:
+            raise Permanent(
+                f"cluster {self.name}: partition {self.config.partition!r} does not exist "
+                f"(partitions: {', '.join(self.partitions) or 'none'})"
+            )
+        self.partition = self.config.partition or default
+        self._connected = True
+
+    async def close(self) -> None:
+        self._connected = False
+        await self.runner.close()
+
+    async def state(self) -> ClusterState:
+        await self.connect()
+        doc = load_json(await self._cmd(["sinfo", "--json"]), f"sinfo on cluster {self.name}")
+        self._detect_pyslurm(doc)
+        nodes = self._in_partition(parse_nodes(doc))
+        usable = [n for n in nodes if n.usable]
+        bad = [f"{n.name} ({n.state})" for n in nodes if not n.usable]
+        message = f"{len(usable)}/{len(nodes)} nodes usable"
+        if bad:
+            message += f"; unusable: {', '.join(bad[:10])}{' ...' if len(bad) > 10 else ''}"
+        labels = {"slurm/partition": self.partition or ""} if self.partition else {}
+        labels.update(self.config.labels)
+        return ClusterState(
+            healthy=bool(usable),
+            message=message if nodes else f"no nodes in partition {self.partition}",
+            nodes=[NodeState(n.name, n.capacity, n.allocatable) for n in nodes],
+            labels=labels,
+        )
+
+    async def submit(self, replicas: list[ReplicaSpec]) -> list[ReplicaStatus]:
+        for spec in replicas:
+            validate_spec(spec)
+        await self.connect()
+        async with self._lock:
+            (jobs, max_id), records, nodes = await asyncio.gather(
+                self._squeue(), self._records(), self._nodes())
+            for spec in replicas:
+                self._check_fits(spec, nodes)
+            return [await self._submit_one(spec, jobs, records, max_id) for spec in replicas]
+
+    async def replicas(self) -> list[ReplicaStatus]:
+        await self.connect()
+        async with self._lock:
+            (jobs, max_id), records = await asyncio.gather(self._squeue(), self._records())
+        by_name = self._by_name(jobs)
+        names = {n for n, r in records.items() if r.meta is not None}
+        names |= {n for n, js in by_name.items() if any(j.live for j in js)}
+        out = []
+        for name in sorted(names):
+            status = self._status(name, records.get(name), by_name.get(name, []), max_id)
+            if status is not None:
+                out.append(status)
+        return out
+
+    async def delete(self, names: list[str]) -> None:
+        await self._delete(lambda meta: meta.name in set(names), set(names))
+
+    async def delete_job(self, job_uid: str) -> list[str]:
+        return await self._delete(lambda meta: meta.job_uid == job_uid, set())
+
+    async def logs(self, name: str, tail: int | None = None) -> str:
+        await self.connect()
+        arg = "" if tail is None else str(max(0, int(tail)))
+        if tail is not None and tail <= 0:
+            arg = "0"
+        result = await self._run(["sh", "-c", _LOGS_SH, "sh", self.workdir, name, arg])
+        if result.rc == 0:
+            return result.stdout
+        if result.rc == _LOGS_MISSING:
+            jobs, _ = await self._squeue()
+            if any(j.meta.name == name and j.live for j in jobs if j.job_id not in self._deleted):
+                return ""
+            raise NotFound(f"replica {name} not found on cluster {self.name}")
+        raise classify("logs", result.rc, result.stderr, self.name)
+
+    async def exec(self, name: str, command: list[str], timeout: float = 60) -> ExecResult:
+        """``srun --jobid=<id> --overlap`` inside the replica's allocation, with its env vars."""
+        if not command:
+            raise Permanent("exec needs a command")
+        await self.connect()
+        (jobs, _), records = await asyncio.gather(self._squeue(), self._records())
+        rec = records.get(name)
+        job = self._current(rec, self._by_name(jobs).get(name, []))
+        if job is None:
+            if rec is not None and rec.meta is not None:
+                raise Permanent(f"replica {name} has finished; exec needs a running replica")
+            raise NotFound(f"replica {name} not found on cluster {self.name}")
+        if job.slurm_state != "RUNNING":
+            raise Permanent(
+                f"replica {name} is {job.slurm_state.lower()}; exec needs a running replica"
+            )
+        script = await self._run(["scontrol", "write", "batch_script", str(job.job_id), "-"])
+        env = [f"{k}={v}" for k, v in parse_exports(script.stdout).items()]
+        argv = ["srun", f"--jobid={job.job_id}", "--overlap", "--nodes=1", "--ntasks=1",
+                "--quiet", f"--chdir={self.workdir}", "env", *env, *command]
+        try:
+            result = await self.runner.run(argv, None, timeout)
+        except Transient as exc:
+            raise Transient(f"exec in replica {name} failed or timed out: {exc}") from exc
+        return ExecResult(result.rc, result.stdout, strip_srun_noise(result.stderr))
+
+    # ---- commands -------------------------------------------------------------------------
+
+    async def _run(self, argv: list[str], stdin: bytes | None = None) -> Result:
+        return await self.runner.run(argv, stdin, self.config.command_timeout)
+
+    async def _cmd(self, argv: list[str], stdin: bytes | None = None, what: str = "") -> str:
+        """Run and return stdout; a failure becomes the matching compat error."""
+        result = await self._run(argv, stdin)
+        if result.rc != 0:
+            raise classify(what or argv[0], result.rc, result.stderr, self.name)
+        return result.stdout
+
+    async def _squeue(self) -> tuple[list[SlurmJob], int]:
+        """SkyShift's jobs, and the highest job id Slurm showed (any job)."""
+        doc = load_json(await self._cmd(["squeue", "--json"]), f"squeue on cluster {self.name}")
+        jobs = parse_jobs(doc)
+        ids = [j.get("job_id") for j in doc.get("jobs") or [] if isinstance(j, dict)]
+        max_id = max((i for i in ids if isinstance(i, int)), default=0)
+        present = {j.job_id for j in jobs}
+        self._deleted &= present  # forget tombstones of jobs Slurm no longer shows
+        return jobs, max_id
+
+    async def _records(self) -> dict[str, Record]:
+        out = await self._cmd(["sh", "-c", _RECORDS_SH, "sh", self.workdir], what="read records")
+        return parse_records(out)
+
+    async def _nodes(self) -> list[SlurmNode]:
+        doc = load_json(await self._cmd(["sinfo", "--json"]), f"sinfo on cluster {self.name}")
+        return self._in_partition(parse_nodes(doc))
+
+    def _in_partition(self, nodes: list[SlurmNode]) -> list[SlurmNode]:
+        if not self.partition:
+            return nodes
+        return [n for n in nodes if self.partition in n.partitions]
+
+    # ---- helpers --------------------------------------------------------------------------
+
+    def _by_name(self, jobs: Iterable[SlurmJob]) -> dict[str, list[SlurmJob]]:
+        by_name: dict[str, list[SlurmJob]] = {}
+        for job in jobs:
+            if job.job_id not in self._deleted:
+                by_name.setdefault(job.meta.name, []).append(job)
+        return by_name
+
+    def _current(self, rec: Record | None, cands: list[SlurmJob]) -> SlurmJob | None:
+        """The job that is the replica now: the recorded one, or a newer live one (a submit
+        interrupted before it wrote its record)."""
+        job = None
+        if rec is not None and rec.job_id is not None:
+            job = next((j for j in cands if j.job_id == rec.job_id), None)
+        floor = rec.meta.attempt if rec is not None and rec.meta is not None else -1
+        newer = [j for j in cands if j.live and j.meta.attempt > floor
+                 and (job is None or j.job_id > job.job_id)]
+        if newer:
+            job = max(newer, key=lambda j: j.job_id)
+        if job is None and (rec is None or rec.meta is None):
+            live = [j for j in cands if j.live]
+            job = max(live, key=lambda j: j.job_id) if live else None
+        return job
+
+    def _status(self, name: str, rec: Record | None, cands: list[SlurmJob],
+                max_id: int) -> ReplicaStatus | None:
+        job = self._current(rec, cands)
+        meta = job.meta if job is not None else (rec.meta if rec is not None else None)
+        if meta is None:
+            return None
+        if job is not None:
+            recorded = (rec.exit_code if rec is not None and rec.exit_job_id == job.job_id
+                        and job.final else None)
+            outcome = job_outcome(job, recorded)
+        else:
+            assert rec is not None
+            outcome = self._gone_outcome(rec, max_id)
+        return ReplicaStatus(
+            name=name, job_uid=meta.job_uid, namespace=meta.namespace, job_name=meta.job_name,
+            rank=meta.rank, state=outcome.state, exit_code=outcome.exit_code,
+            reason=outcome.reason, message=outcome.message, started_at=outcome.started_at,
+            finished_at=outcome.finished_at, attempt=meta.attempt,
+        )
+
+    @staticmethod
+    def _gone_outcome(rec: Record, max_id: int) -> Outcome:
+        """A recorded replica whose job squeue no longer (or not yet) shows."""
+        if rec.job_id is None:
+            return Outcome(UNKNOWN, reason="NoJobId", message="record without a Slurm job id")
+        if rec.exit_job_id == rec.job_id and rec.exit_code is not None:
+            return finished_outcome(rec.exit_code, rec.finished_at)
+        if rec.job_id > max_id:  # submitted after the squeue snapshot was taken
+            return Outcome(PENDING)
+        return Outcome(FAILED, reason="Lost", message=(
+            f"Slurm job {rec.job_id} left the queue without recording an exit code "
+            f"(cancelled, timed out or its node failed)"))
+
+    def _check_fits(self, spec: ReplicaSpec, nodes: list[SlurmNode]) -> None:
+        if not nodes:
+            return
+        request = spec.resources
+        if any(request.fits_in(n.capacity) for n in nodes):
+            return
+        biggest = max(nodes, key=lambda n: (n.capacity.cpus, n.capacity.memory))
+        raise Permanent(
+            f"replica {spec.name} can never fit a node of Slurm cluster {self.name} "
+            f"(partition {self.partition}; largest node {biggest.name}: "
+            f"{'; '.join(request.shortfall(biggest.capacity))})"
+        )
+
+    async def _submit_one(self, spec: ReplicaSpec, jobs: list[SlurmJob],
+                          records: dict[str, Record], max_id: int) -> ReplicaStatus:
+        rec = records.get(spec.name)
+        cands = [j for j in self._by_name(jobs).get(spec.name, [])
+                 if j.live or (rec is not None and j.job_id == rec.job_id)]
+        current = self._current(rec, cands)
+        meta = current.meta if current is not None else (rec.meta if rec else None)
+        if meta is not None and meta.job_uid != spec.job_uid:
+            raise Permanent(f"replica name {spec.name} is taken by job uid {meta.job_uid}")
+        if meta is not None and spec.attempt <= meta.attempt:  # a retry: adopt
+            if current is not None and (rec is None or rec.job_id != current.job_id):
+                # submitted before a crash that kept it from writing its record: keep it now
+                await self._cmd(["sh", "-c", _RECORD_SH, "sh", self.workdir, spec.name,
+                                 current.meta.to_json(), str(current.job_id)],
+                                what="write record")
+            status = self._status(spec.name, rec, cands, max_id)
+            assert status is not None
+            return status
+        stale = [j.job_id for j in cands if j.live]
+        if stale:  # a restart while the old attempt still runs: stop it first
+            await self._scancel(stale)
+        prev = str(meta.attempt) if meta is not None else ""
+        opts = SubmitOptions(self.workdir, self.partition, self.config.account,
+                             self.config.qos, self.config.time_limit,
+                             self.config.container_runtime, self.config.sbatch_args)
+        script = batch_script(spec, opts).encode()
+        result = await self._run(
+            ["sh", "-c", _SUBMIT_SH, "sh", self.workdir, spec.name, prev,
+             ReplicaMeta.of(spec).to_json(), *sbatch_args(spec, opts)],
+            stdin=script,
+        )
+        if result.rc != 0:
+            raise classify("sbatch", result.rc, result.stderr, self.name)
+        job_id = parse_job_id(result.stdout)
+        return ReplicaStatus(
+            name=spec.name, job_uid=spec.job_uid, namespace=spec.namespace,
+            job_name=spec.job_name, rank=spec.rank, state=PENDING,
+            message=f"Slurm job {job_id}", attempt=spec.attempt,
+        )
+
+    async def _scancel(self, ids: list[int]) -> None:
+        self._deleted.update(ids)
+        with contextlib.suppress(NotFound):  # ended meanwhile
+            await self._cmd(["scancel", *[str(i) for i in ids]])
+
+    async def _delete(self, match: Callable[[ReplicaMeta], bool], names: set[str]) -> list[str]:
+        await self.connect()
+        async with self._lock:
+            (jobs, _), records = await asyncio.gather(self._squeue(), self._records())
+            hits = [j for j in jobs if match(j.meta)]
+            # what replicas() lists: recorded replicas and live jobs not yet deleted
+            found = {j.meta.name for j in hits if j.live and j.job_id not in self._deleted}
+            found |= {n for n, r in records.items() if r.meta is not None and match(r.meta)}
+            live = [j.job_id for j in hits if j.live]
+            self._deleted.update(j.job_id for j in hits)
+            if live:
+                await self._scancel(live)
+            targets = sorted(found | names)
+            if targets:
+                await self._cmd(["sh", "-c", _REMOVE_SH, "sh", self.workdir, *targets],
+                                what="remove records")
+            return sorted(found)
+
+    def _detect_pyslurm(self, doc: dict[str, Any]) -> None:
+        if self.pyslurm_note:
+            return
+        release = str(((doc.get("meta") or {}).get("Slurm") or {}).get("release") or "")
+        try:
+            import pyslurm  # type: ignore[import-not-found]
+        except ImportError:
+            self.pyslurm_note = f"pyslurm not installed; using Slurm {release} commands"
+            return
+        version = str(getattr(pyslurm, "__version__", ""))
+        same = version.split(".")[:2] == release.split(".")[:2]
+        self.pyslurm_note = (
+            f"pyslurm {version} {'matches' if same else 'does not match'} Slurm {release}; "
+            f"using commands"
+        )
+
