@@ -54,12 +54,17 @@ async def get_object(
     try:
         return await store.get(info.plural, name, namespace)
     except NotFound:
-        where = f" in namespace {namespace}" if namespace else ""
-        raise ApiError(404, f"{info.kind} {name} not found{where}") from None
+        raise _not_found(info, name, namespace) from None
 
 
-def _has_lifecycle(info: KindInfo, lifecycle: Lifecycle | None) -> bool:
-    return lifecycle is not None and info.model.HAS_LIFECYCLE
+def _not_found(info: KindInfo, name: str, namespace: str | None) -> ApiError:
+    where = f" in namespace {namespace}" if namespace else ""
+    return ApiError(404, f"{info.kind} {name} not found{where}")
+
+
+def _hooks(info: KindInfo, lifecycle: Lifecycle | None) -> Lifecycle | None:
+    """The lifecycle to notify about objects of ``info``, if any."""
+    return lifecycle if lifecycle is not None and info.model.HAS_LIFECYCLE else None
 
 
 def _stale(rv: str, current: dict[str, Any]) -> ApiError:
@@ -92,8 +97,8 @@ async def create(
             f"{info.kind} {obj['metadata']['name']} already exists{where}",
             reason="AlreadyExists",
         ) from None
-    if lifecycle is not None and _has_lifecycle(info, lifecycle):
-        await notify(lifecycle.created, created)
+    if (hooks := _hooks(info, lifecycle)) is not None:
+        await notify(hooks.created, created)
     return created
 
 
@@ -111,17 +116,24 @@ async def replace(
     if not isinstance(name, str) or not name:
         raise ApiError(422, "metadata.name is required", field="metadata.name")
     rv = data["metadata"].get("resourceVersion")
-    current = await get_object(store, info, name, namespace)
-    if rv is not None and str(rv) != str(current["metadata"].get("resourceVersion")):
-        raise _stale(str(rv), current)
-    new, changed = objects.merge_update(info, current, data)
-    # CAS on the version we merged onto: a concurrent writer makes this a 409, never a
-    # silent overwrite (without a client resourceVersion the client may simply retry).
-    updated = await store.update(
-        info.plural, new, expected_rv=str(current["metadata"]["resourceVersion"])
-    )
-    if changed and lifecycle is not None and _has_lifecycle(info, lifecycle):
-        await notify(lifecycle.spec_changed, updated)
+    changed = False
+
+    def mutate(current: dict[str, Any]) -> dict[str, Any]:
+        # Runs on every compare-and-swap round: with a client resourceVersion a concurrent
+        # write makes the next round fail as stale (409); without one (unconditional
+        # replace, as in Kubernetes) the body is merged onto the fresh object again.
+        nonlocal changed
+        if rv is not None and str(rv) != str(current["metadata"].get("resourceVersion")):
+            raise _stale(str(rv), current)
+        new, changed = objects.merge_update(info, current, data)
+        return new
+
+    try:
+        updated = await store.guaranteed_update(info.plural, name, namespace, mutate)
+    except NotFound:
+        raise _not_found(info, name, namespace) from None
+    if changed and (hooks := _hooks(info, lifecycle)) is not None:
+        await notify(hooks.spec_changed, updated)
     return updated
 
 
@@ -160,8 +172,8 @@ async def patch(
     updated = await store.update(
         info.plural, new, expected_rv=str(current["metadata"]["resourceVersion"])
     )
-    if changed and lifecycle is not None and _has_lifecycle(info, lifecycle):
-        await notify(lifecycle.spec_changed, updated)
+    if changed and (hooks := _hooks(info, lifecycle)) is not None:
+        await notify(hooks.spec_changed, updated)
     return updated
 
 
@@ -205,14 +217,14 @@ async def delete(
                 details=[{"field": p, "message": f"{n} objects"} for p, n in counts.items()],
             )
     expected = str(current["metadata"]["resourceVersion"])
-    if lifecycle is not None and _has_lifecycle(info, lifecycle):
+    if (hooks := _hooks(info, lifecycle)) is not None:
         marked = current
         if not current["metadata"].get("deletionTimestamp"):
             marked = await store.update(
                 info.plural, objects.mark_deleting(current), expected_rv=expected
             )
         # Re-notify on a repeated DELETE too: the signal is idempotent and may have been lost.
-        await notify(lifecycle.deleting, marked)
+        await notify(hooks.deleting, marked)
         return marked, False
     deleted = await store.delete(info.plural, name, namespace, expected_rv=expected)
     return deleted, True

@@ -146,6 +146,14 @@ def merge_update(
     old_spec = validate(info, current)["spec"] if current.get("spec") is not None else None
     changed = obj.get("spec") != old_spec
     if changed:
+        if cur_meta.get("deletionTimestamp"):
+            raise ApiError(
+                409,
+                f"{info.kind} {cur_meta.get('name')} is being deleted: its spec cannot change",
+                reason="Deleting",
+                field="spec",
+                resource_version=cur_meta.get("resourceVersion"),
+            )
         obj["metadata"]["generation"] = int(cur_meta.get("generation") or 0) + 1
     return obj, changed
 

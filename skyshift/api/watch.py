@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 NDJSON = "application/x-ndjson"
 _END = object()
+PUMP_TASK = "skyshift-watch-pump"
 
 
 @dataclass
@@ -77,7 +78,7 @@ class _Pump:
         self.queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=size)
         self.error: BaseException | None = None
         self._settled = asyncio.Event()  # set once anything (event, end, error) was queued
-        self._task = asyncio.create_task(self._run())
+        self._task = asyncio.create_task(self._run(), name=PUMP_TASK)
 
     async def _put(self, item: Any) -> None:
         await self.queue.put(item)

@@ -6,6 +6,7 @@ resourceVersions), because "a failed request never changes the store" is the API
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -478,3 +479,69 @@ async def test_store_unavailable_is_503(make_api: Any) -> None:
         r = await c.post("/default/jobs", json=sample("jobs", "x"))
         assert r.status_code == 503
     await bogus.close()
+
+
+async def test_concurrent_replaces(api_client_nolc: httpx.AsyncClient) -> None:
+    c = api_client_nolc
+    job = (await c.post("/default/jobs", json=sample("jobs", "race"))).json()
+
+    def body(i: int, rv: str | None) -> dict[str, Any]:
+        out = sample("jobs", "race", writer=str(i))
+        if rv is not None:
+            out["metadata"]["resourceVersion"] = rv
+        return out
+
+    rv = job["metadata"]["resourceVersion"]
+    results = await asyncio.gather(
+        *(c.put("/default/jobs/race", json=body(i, rv)) for i in range(8))
+    )
+    assert sorted(r.status_code for r in results) == [200] + [409] * 7
+    # Without a resourceVersion a replace is unconditional: every writer lands, none is lost.
+    results = await asyncio.gather(
+        *(c.put("/default/jobs/race", json=body(i, None)) for i in range(8))
+    )
+    assert [r.status_code for r in results] == [200] * 8
+
+
+async def test_spec_is_frozen_while_deleting(
+    api_client: httpx.AsyncClient, store: ObjectStore
+) -> None:
+    c = api_client
+    await c.post("/default/jobs", json=sample("jobs", "going"))
+    assert (await c.delete("/default/jobs/going")).status_code == 202
+    err = await _refused(
+        c,
+        store,
+        "PATCH",
+        "/default/jobs/going",
+        409,
+        json=[{"op": "replace", "path": "/spec/replicas", "value": 5}],
+        headers={"Content-Type": "application/json-patch+json"},
+    )
+    assert err["reason"] == "Deleting"
+    r = await c.patch(
+        "/default/jobs/going",
+        json={"metadata": {"labels": {"still": "ok"}}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert r.status_code == 200
+
+
+class _BrokenStore(ObjectStore):
+    """A store whose reads fail with an unexpected (non-store) error."""
+
+    async def get(self, plural: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        raise RuntimeError("secret internal detail")
+
+
+async def test_internal_errors_do_not_leak(make_api: Any, etcd_server: Any) -> None:
+    broken = _BrokenStore(etcd_server.endpoint, prefix="/broken")
+    await broken.connect()
+    try:
+        async with asgi_client(make_api(store_=broken)) as c:
+            r = await c.get("/default/jobs/x")
+            assert r.status_code == 500
+            assert error(r)["message"] == "internal error (see the server log)"
+            assert "secret" not in r.text
+    finally:
+        await broken.close()

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from skyshift.api import ApiOptions
+from skyshift.api.watch import PUMP_TASK
 from skyshift.store import ObjectStore
 from tests.fixtures.api import sample, uvicorn_server
 
@@ -241,3 +242,21 @@ async def test_compacted_revision_is_410(make_api: Any, etcd_factory: Any) -> No
                 assert brief(await w.next())[:2] == ("DELETED", "old")
     finally:
         await store.close()
+
+
+def pumps() -> list[asyncio.Task[Any]]:
+    return [t for t in asyncio.all_tasks() if t.get_name() == PUMP_TASK and not t.done()]
+
+
+async def test_disconnect_stops_the_etcd_watch(api_server: str) -> None:
+    async with httpx.AsyncClient(base_url=api_server, timeout=10) as c:
+        before = len(pumps())
+        async with watching(c, "/default/jobs") as w:
+            await c.post("/default/jobs", json=sample("jobs", "d"))
+            assert brief(await w.next())[:2] == ("ADDED", "d")
+            assert len(pumps()) == before + 1
+    for _ in range(100):  # noticed at the latest on the next keep-alive (0.5 s here)
+        if len(pumps()) == before:
+            break
+        await asyncio.sleep(0.05)
+    assert len(pumps()) == before
