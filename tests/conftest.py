@@ -4,4 +4,5 @@ pytest_plugins = [
     "tests.fixtures.etcd",
     "tests.fixtures.temporal",
     "tests.fixtures.stack",
+    "tests.fixtures.api",
 ]
