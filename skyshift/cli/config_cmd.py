@@ -75,7 +75,12 @@ def get_contexts(state: CliState) -> None:
 @config.aliased("current-context", "current-ctx")
 @pass_state
 def current_context(state: CliState) -> None:
-    """Print the name of the current context."""
+    """Print the name of the current context.
+
+    \b
+    Example:
+      skyctl config current-context
+    """
     click.echo(state.config().current_context)
 
 

@@ -62,7 +62,9 @@ class AliasedGroup(click.Group):
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         reverse: dict[str, list[str]] = {}
         for alias, name in self.aliases.items():
-            reverse.setdefault(name, []).append(alias)
+            # short forms only (svc, fp, edp); plurals and case variants go without saying
+            if len(alias) <= 5 and alias.rstrip("s") != name.lower():
+                reverse.setdefault(name, []).append(alias)
         rows = []
         for name in self.list_commands(ctx):
             cmd = self.get_command(ctx, name)
@@ -71,7 +73,7 @@ class AliasedGroup(click.Group):
             label = name
             if reverse.get(name):
                 label = f"{name} ({', '.join(sorted(reverse[name]))})"
-            rows.append((label, cmd.get_short_help_str(limit=60)))
+            rows.append((label, cmd.get_short_help_str(limit=90)))
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)

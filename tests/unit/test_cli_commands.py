@@ -218,6 +218,20 @@ def test_delete_says_deleting_or_deleted(fake: FakeClient) -> None:
     assert last(fake) == ("delete", "Cluster", "c1", None)
 
 
+def test_delete_wait_follows_the_teardown(fake: FakeClient) -> None:
+    fake.objects["Job"] = [job("a")]
+    fake.events = [WatchEvent("MODIFIED", job("a", phase="Deleting")),
+                   WatchEvent("DELETED", job("a"))]
+    result = run(fake, "delete", "job", "a", "--wait")
+    assert result.exit_code == 0
+    assert result.stdout == "job/a deleting\njob/a deleted\n"
+    fake.events = []
+    result = run(fake, "delete", "job", "a", "--wait", "--timeout", "0.3")
+    assert result.exit_code == 1 and "still exists after 0.3s" in result.stderr
+    fake.objects["Job"] = []  # already gone when we look
+    assert run(fake, "delete", "job", "a", "--wait").stdout.endswith("job/a deleted\n")
+
+
 def test_api_errors_are_one_line_exit_1(fake: FakeClient) -> None:
     fake.error = ApiError(409, "AlreadyExists", "Job hello already exists in namespace default")
     result = run(fake, "create", "job", "hello")
@@ -323,7 +337,8 @@ def test_help_everywhere_has_an_example() -> None:
              ["version"], ["create"], ["create", "job"], ["create", "cluster"],
              ["create", "svc"], ["create", "fp"], ["create", "link"], ["create", "edp"],
              ["create", "role"], ["create", "ns"], ["config"], ["config", "use-context"],
-             ["config", "set-context"], ["config", "get-contexts"]]
+             ["config", "set-context"], ["config", "get-contexts"],
+             ["config", "current-context"]]
     for path in paths:
         result = runner.invoke(cli, [*path, "--help"])
         assert result.exit_code == 0, (path, result.output)
