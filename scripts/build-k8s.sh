@@ -2,7 +2,9 @@
 # Build, once, the binaries of SkyShift's simulated Kubernetes test bed (skyshift/devstack/sim_k8s.py):
 # kube-apiserver, kube-controller-manager and kube-scheduler from the k8s.io/kubernetes Go module
 # (through the wrapper module in scripts/k8s-build/, which replaces every staging module by its
-# published version), and the kwok controller from sigs.k8s.io/kwok. Nothing can be downloaded from
+# published version), etcd from go.etcd.io/etcd/server/v3 in the same module (Debian's etcd 3.4
+# works but makes the apiserver disable RequestWatchProgress, so client-go watch-lists keep failing
+# and kwok sees pod changes up to ~10 s late), and the kwok controller from sigs.k8s.io/kwok. Nothing can be downloaded from
 # GitHub releases or dl.k8s.io here, so everything comes from the Go module proxy.
 #
 # Binaries are cached outside git in ${SKYSHIFT_K8S_CACHE:-$HOME/.cache/skyshift/k8s}/<version>/bin;
@@ -20,6 +22,7 @@ set -euo pipefail
 
 KUBE_VERSION=v1.35.4   # keep in step with scripts/k8s-build/go.mod
 KWOK_VERSION=v0.8.0
+ETCD_VERSION=v3.6.5    # what k8s.io/kubernetes $KUBE_VERSION requires (go.etcd.io/etcd/server/v3)
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 module_dir="$here/k8s-build"
@@ -49,8 +52,11 @@ stages_ok() {
   local f
   for f in "${stage_files[@]}"; do [ -s "$stages_dir/$(basename "$f")" ] || return 1; done
 }
+etcd_ok() {
+  [ -x "$bin_dir/etcd" ] && "$bin_dir/etcd" --version 2>/dev/null | grep -qx "etcd Version: ${ETCD_VERSION#v}"
+}
 all_ok() {
-  kube_ok kube-apiserver && kube_ok kube-controller-manager && kube_ok kube-scheduler && kwok_ok &&
+  etcd_ok && kube_ok kube-apiserver && kube_ok kube-controller-manager && kube_ok kube-scheduler && kwok_ok &&
     stages_ok
 }
 
@@ -80,7 +86,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 cd "$module_dir"
-if [ ! -s go.sum ]; then
+if [ ! -s go.sum ] || ! nice -n 19 "$GO" mod tidy -diff >/dev/null 2>&1; then
   log "resolving modules (go mod tidy; first run downloads ~1 GB into $("$GO" env GOMODCACHE))"
   nice -n 19 "$GO" mod tidy >&2
 fi
@@ -95,6 +101,17 @@ for name in kube-apiserver kube-controller-manager kube-scheduler; do
   kube_ok "$name" || { log "$name: built but does not report $KUBE_VERSION"; exit 1; }
   log "$name: done in $((SECONDS - t0))s"
 done
+
+if [ "$force" = 0 ] && etcd_ok; then
+  log "etcd: cached"
+else
+  t0=$SECONDS
+  log "etcd: building go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+  nice -n 19 "$GO" build -trimpath -ldflags "-s -w" -o "$bin_dir/.etcd.tmp" go.etcd.io/etcd/server/v3
+  mv -f "$bin_dir/.etcd.tmp" "$bin_dir/etcd"
+  etcd_ok || { log "etcd: built but does not report $ETCD_VERSION"; exit 1; }
+  log "etcd: done in $((SECONDS - t0))s"
+fi
 
 if [ "$force" = 1 ] || ! kwok_ok; then
   t0=$SECONDS
