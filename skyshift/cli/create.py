@@ -72,8 +72,9 @@ def submit(state: CliState, manifest: dict[str, Any], dry_run: bool) -> None:
 @click.option("--run", default="", help="Command to run in the container.")
 @click.option("--replicas", type=click.IntRange(min=0), default=1, show_default=True,
               help="Number of replicas.")
-@click.option("--restart_policy", "restart", default="Always", show_default=True,
-              help="Always, OnFailure or Never.")
+@click.option("--restart_policy", "restart", default="OnFailure", show_default=True,
+              help="OnFailure (restart failed replicas up to --max_restarts), Always "
+                   "(long-running: restart on any exit) or Never.")
 @click.option("--max_restarts", type=click.IntRange(min=0), default=None,
               help="Restarts allowed before the job fails (default 3).")
 @click.option("--priority", type=int, default=None, help="Higher is scheduled first.")

@@ -90,7 +90,7 @@ def job_manifest(
     memory: str | float = 0,
     run: str = "",
     replicas: int = 1,
-    restart: str = "Always",
+    restart: str = "OnFailure",
     volumes: Pairs = (),
     ports: Iterable[str] = (),
     max_restarts: int | None = None,

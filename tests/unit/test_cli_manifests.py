@@ -61,7 +61,9 @@ def test_job_flags_of_the_original() -> None:
 def test_job_defaults_follow_the_original() -> None:
     doc = dry("job", "hello", "--run", "echo hi")
     assert doc["metadata"]["namespace"] == "default"
-    assert doc["spec"]["restartPolicy"] == "Always"  # the original's default
+    # The original defaulted to Always, which made a one-shot job loop forever; the model's
+    # OnFailure default is used instead (README, "Differences from the original").
+    assert doc["spec"]["restartPolicy"] == "OnFailure"
     assert doc["spec"]["resources"]["cpus"] == "1"
     assert "image" not in doc["spec"]  # the server's default image applies
 
