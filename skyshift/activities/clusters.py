@@ -1,0 +1,218 @@
+"""Activities of a cluster's task queue ``skylet-<cluster>``: act on one cluster through compat.
+
+The skylet manager builds one :class:`SkyletActivities` per cluster, around a
+:class:`ClusterContext` that holds the cluster's ClusterManager and the table of replica states
+last told to the job workflows. The table is what keeps signals few: submit records the states it
+returned to the job, the sync loop (:mod:`skyshift.activities.sync`) signals a job only when the
+cluster reports something different, and deletes forget names, so no replica's disappearance is
+mistaken for a loss.
+
+compat errors map onto Temporal retries: ``Transient`` propagates (retried with backoff by the
+caller's retry policy); ``Permanent``, ``Unsupported`` and ``NotFound`` become non-retryable
+ApplicationErrors whose type names the class, and the workflow turns them into a status message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from skyshift.activities.convert import counts_of, merge_counts
+from skyshift.activities.store import update_status
+from skyshift.activities.types import (
+    SIG_CLUSTER,
+    ClusterEvent,
+    DeleteReplicasInput,
+    DeleteReplicasResult,
+    ReplicaOpInput,
+    ReplicaOpResult,
+    ReplicaUpdate,
+    SubmitInput,
+    SubmitResult,
+    TeardownInput,
+    TeardownResult,
+    job_workflow_id,
+)
+from skyshift.compat.base import ClusterManager
+from skyshift.compat.errors import CompatError, NotFound, Permanent, Transient
+from skyshift.compat.types import ReplicaStatus
+from skyshift.store import ObjectStore
+
+log = logging.getLogger(__name__)
+SIGNAL_CONCURRENCY = 32
+
+
+@contextlib.contextmanager
+def compat_errors() -> Iterator[None]:
+    """Non-retryable ApplicationError for compat errors that retrying cannot fix."""
+    try:
+        yield
+    except Transient:
+        raise
+    except CompatError as exc:
+        raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
+
+
+@dataclass
+class Seen:
+    """A replica as last told to its job workflow."""
+
+    uid: str
+    namespace: str
+    job: str
+    rank: int
+    attempt: int
+    state: str
+
+
+def update_of(r: ReplicaStatus) -> ReplicaUpdate:
+    return ReplicaUpdate(r.name, r.rank, r.attempt, r.state, r.exit_code, r.reason, r.message)
+
+
+class ClusterContext:
+    """One cluster in the skylet process: its manager and what the job workflows were told."""
+
+    def __init__(self, name: str, manager: ClusterManager) -> None:
+        self.name = name
+        self.manager = manager
+        self.table: dict[str, Seen] = {}
+        self.listed: set[str] = set()  # names in the last replicas() listing
+        self.primed = False  # a listing happened since this process started
+        self._connected = False
+
+    async def connect(self) -> ClusterManager:
+        if not self._connected:
+            await self.manager.connect()
+            self._connected = True
+        return self.manager
+
+    def record(self, statuses: list[ReplicaStatus]) -> None:
+        for r in statuses:
+            self.table[r.name] = Seen(r.job_uid, r.namespace, r.job_name, r.rank, r.attempt,
+                                      r.state)
+
+    def forget(self, names: list[str]) -> None:
+        for name in names:
+            self.table.pop(name, None)
+            self.listed.discard(name)
+
+    def names_of(self, uid: str) -> list[str]:
+        return [n for n, s in self.table.items() if s.uid == uid]
+
+    def counts(self, uid: str) -> dict[str, int]:
+        seen = [s for s in self.table.values() if s.uid == uid]
+        return counts_of([ReplicaUpdate("", s.rank, s.attempt, s.state) for s in seen])
+
+    def live_jobs(self) -> list[str]:
+        """Workflow ids of jobs with unfinished replicas here (told when the cluster is lost)."""
+        return sorted({
+            job_workflow_id(s.namespace, s.job)
+            for s in self.table.values() if s.state not in ("Succeeded", "Failed")
+        })
+
+
+async def signal_all(client: Client, targets: dict[str, Any], signal: str) -> list[str]:
+    """Signal each workflow id its payload; returns the ids reached (gone ones are skipped)."""
+    limit = asyncio.Semaphore(SIGNAL_CONCURRENCY)
+
+    async def one(wf_id: str, payload: Any) -> str | None:
+        async with limit:
+            try:
+                await client.get_workflow_handle(wf_id).signal(signal, payload)
+                return wf_id
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    log.warning("signal %s to %s failed: %s", signal, wf_id, exc)
+                return None
+
+    done = await asyncio.gather(*(one(w, p) for w, p in targets.items()))
+    return [w for w in done if w is not None]
+
+
+class SkyletActivities:
+    """The activities of one cluster's task queue (built by the skylet manager)."""
+
+    def __init__(self, ctx: ClusterContext, store: ObjectStore, client: Client) -> None:
+        self.ctx = ctx
+        self.store = store
+        self.client = client
+
+    async def write_counts(self, namespace: str, job: str, uid: str) -> None:
+        counts = self.ctx.counts(uid)
+        cluster = self.ctx.name
+
+        def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
+            if (obj.get("metadata") or {}).get("uid") != uid:
+                return None
+            return merge_counts(obj, cluster, counts)
+
+        await update_status(self.store, "jobs", job, namespace, mutate)
+
+    @activity.defn(name="submit_replicas")
+    async def submit_replicas(self, inp: SubmitInput) -> SubmitResult:
+        """Create the replicas (idempotent by name; a higher attempt replaces the old one) and
+        write the job's counts here, moving it to Running once all replicas have started."""
+        with compat_errors():
+            manager = await self.ctx.connect()
+            statuses = await manager.submit(inp.replicas)
+        self.ctx.record(statuses)
+        await self.write_counts(inp.job.namespace, inp.job.name, inp.job.uid)
+        return SubmitResult([update_of(r) for r in statuses])
+
+    @activity.defn(name="delete_replicas")
+    async def delete_replicas(self, inp: DeleteReplicasInput) -> DeleteReplicasResult:
+        with compat_errors():
+            manager = await self.ctx.connect()
+            if inp.names:
+                await manager.delete(inp.names)
+                deleted = list(inp.names)
+            else:
+                deleted = await manager.delete_job(inp.job_uid)
+        self.ctx.forget(deleted + (self.ctx.names_of(inp.job_uid) if inp.job_uid else []))
+        return DeleteReplicasResult(deleted)
+
+    @activity.defn(name="teardown_cluster")
+    async def teardown_cluster(self, inp: TeardownInput) -> TeardownResult:
+        """Cluster deletion: remove every SkyShift replica here, then tell the jobs that had
+        unfinished ones so they move elsewhere."""
+        with compat_errors():
+            manager = await self.ctx.connect()
+            listing = await manager.replicas()
+            self.ctx.record([r for r in listing if r.name not in self.ctx.table])
+            affected = set(self.ctx.live_jobs())
+            uids = sorted({r.job_uid for r in listing})
+            for uid in uids:
+                activity.heartbeat(uid)
+                await manager.delete_job(uid)
+        self.ctx.forget(list(self.ctx.table))
+        event = ClusterEvent(inp.cluster, "deleted", f"cluster {inp.cluster} was deleted")
+        told = await signal_all(self.client, dict.fromkeys(sorted(affected), event), SIG_CLUSTER)
+        return TeardownResult(told, len(listing), f"deleted {len(listing)} replicas")
+
+    @activity.defn(name="replica_op")
+    async def replica_op(self, inp: ReplicaOpInput) -> ReplicaOpResult:
+        """Logs of the named replicas that live here, or exec in the first one."""
+        out = ReplicaOpResult()
+        try:
+            manager = await self.ctx.connect()
+            if inp.op == "exec":
+                res = await manager.exec(inp.names[0], inp.command, inp.timeout)
+                return ReplicaOpResult(exit_code=res.exit_code, stdout=res.stdout,
+                                       stderr=res.stderr)
+            for name in inp.names:
+                with contextlib.suppress(NotFound):
+                    out.found[name] = await manager.logs(name, inp.tail)
+        except NotFound as exc:
+            out.error = f"NotFound: {exc}"
+        except Permanent as exc:
+            out.error = f"{type(exc).__name__}: {exc}"
+        return out

@@ -1,0 +1,160 @@
+"""Manifest dicts -> lifecycle payloads, and the pure status arithmetic the writers share.
+
+The API starter, the reconciler and the store activities all turn a stored Job/Cluster into a
+workflow input the same way; the placement activity, the skylet and the job workflow all merge
+status fields the same way. Keeping that here (pure functions, no I/O) means one definition and
+unit-testable rules; the pydantic models validate, the workflows only ever see dataclasses.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from skyshift.activities.types import (
+    ClusterInput,
+    JobConfig,
+    JobInput,
+    JobTemplate,
+    ReplicaUpdate,
+)
+from skyshift.models.job import Job
+from skyshift.models.meta import now_iso
+from skyshift.models.quantity import Resources
+from skyshift.scheduler.types import Expression, Filter, NodeInfo, Preference
+
+Obj = dict[str, Any]
+COUNT_STATES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+
+
+def parse_time(value: object) -> float:
+    """RFC 3339 timestamp -> epoch seconds (0.0 when absent or malformed)."""
+    if not isinstance(value, str) or not value:
+        return 0.0
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _exprs(items: list[Any]) -> list[Expression]:
+    return [Expression(e.key, e.operator, list(e.values)) for e in items]
+
+
+def template_from_job(job: Job) -> JobTemplate:
+    spec = job.spec
+    return JobTemplate(
+        image=spec.image,
+        run=spec.run,
+        envs=dict(spec.envs),
+        ports=list(spec.ports),
+        resources=spec.resources.to_resources(),
+        replicas=spec.replicas,
+        restart_policy=spec.restartPolicy,
+        max_restarts=spec.maxRestarts,
+        priority=spec.priority,
+        filters=[
+            Filter(f.name, dict(f.matchLabels), _exprs(f.matchExpressions))
+            for f in spec.placement.filters
+        ],
+        preferences=[
+            Preference(p.name, dict(p.matchLabels), _exprs(p.matchExpressions), p.weight)
+            for p in spec.placement.preferences
+        ],
+        labels=dict(job.metadata.labels),
+    )
+
+
+def parse_job(obj: Obj) -> tuple[JobTemplate | None, str]:
+    """(template, "") for a valid Job manifest, (None, why) for one that can never run."""
+    try:
+        job = Job.model_validate(obj)
+    except ValidationError as exc:
+        errors = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        return None, f"invalid job spec: {errors}"
+    return template_from_job(job), ""
+
+
+def status_clusters(obj: Obj) -> list[str]:
+    status = obj.get("status") or {}
+    names = set((status.get("placement") or {}).keys())
+    names |= set((status.get("replicaStatus") or {}).keys())
+    return sorted(names)
+
+
+def job_input(obj: Obj, config: JobConfig | None = None) -> JobInput:
+    meta = obj.get("metadata") or {}
+    template, invalid = parse_job(obj)
+    return JobInput(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name")),
+        uid=str(meta.get("uid") or ""),
+        generation=int(meta.get("generation") or 0),
+        created=parse_time(meta.get("creationTimestamp")),
+        template=template,
+        invalid=invalid,
+        phase=str((obj.get("status") or {}).get("phase") or "Pending"),
+        clusters=status_clusters(obj),
+        deleting=bool(meta.get("deletionTimestamp")),
+        config=config or JobConfig(),
+    )
+
+
+def cluster_input(obj: Obj) -> ClusterInput:
+    meta = obj.get("metadata") or {}
+    return ClusterInput(
+        name=str(meta.get("name")),
+        uid=str(meta.get("uid") or ""),
+        phase=str((obj.get("status") or {}).get("phase") or "Init"),
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def manager_config(obj: Obj) -> tuple[str, dict[str, Any]]:
+    """(manager, adapter config) for ``create_manager``: spec.config plus declared capacity."""
+    spec = obj.get("spec") or {}
+    config: dict[str, Any] = dict(spec.get("config") or {})
+    for key in ("cpus", "memory", "accelerators"):
+        if spec.get(key) and key not in config:
+            config[key] = spec[key]
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    if labels and "labels" not in config:
+        config["labels"] = dict(labels)
+    return str(spec.get("manager") or "local"), config
+
+
+def nodes_from_status(status: Obj) -> list[NodeInfo]:
+    alloc = status.get("allocatable") or {}
+    return [NodeInfo(name, Resources.from_dict(res)) for name, res in sorted(alloc.items())]
+
+
+def counts_of(updates: list[ReplicaUpdate]) -> dict[str, int]:
+    counts = dict.fromkeys(COUNT_STATES, 0)
+    for u in updates:
+        counts[u.state if u.state in counts else "Unknown"] += 1
+    return counts
+
+
+def merge_counts(obj: Obj, cluster: str, counts: dict[str, int]) -> Obj | None:
+    """Set ``status.replicaStatus[cluster]``; move Pending/Scheduled to Running once every
+    desired replica has started. None when nothing changes (no rewrite of unchanged objects)."""
+    status = obj.setdefault("status", {})
+    per_cluster = status.setdefault("replicaStatus", {})
+    changed = per_cluster.get(cluster) != counts
+    if not any(counts.values()):
+        changed = cluster in per_cluster
+        per_cluster.pop(cluster, None)
+    else:
+        per_cluster[cluster] = counts
+    desired = int((obj.get("spec") or {}).get("replicas", 1))
+    started = sum(c.get("Running", 0) + c.get("Succeeded", 0) for c in per_cluster.values())
+    if status.get("phase", "Pending") in ("Pending", "Scheduled") and started >= desired > 0:
+        status["phase"] = "Running"
+        status["message"] = f"{started} replicas started"
+        status["startTime"] = status.get("startTime") or now_iso()
+        changed = True
+    return obj if changed else None

@@ -1,0 +1,208 @@
+"""Scheduling activities: enqueue at the scheduler, and place a whole batch of jobs at once.
+
+``place_batch`` is the one activity per scheduler round, however many jobs are queued: it reads
+the clusters' allocatable capacity from etcd, subtracts the scheduler's outstanding reservations
+(placements the clusters have not reported yet), runs the pure ``schedule_batch``, and then does
+each job's follow-up itself (writes status Scheduled or the pending reasons, signals the job its
+placement), so no per-job workflow task or activity is spent in the scheduler.
+
+Signal delivery failures are reported back per job ("undelivered": keep it queued, release the
+reservation; "gone": the job no longer exists), so an activity retry is never needed for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from skyshift.activities.convert import nodes_from_status
+from skyshift.activities.store import uid_of, update_status
+from skyshift.activities.types import (
+    CONTROL_QUEUE,
+    SCHEDULER_ID,
+    SIG_DEQUEUE,
+    SIG_ENQUEUE,
+    SIG_PLACED,
+    DequeueRequest,
+    EnqueueRequest,
+    PlaceBatchInput,
+    PlaceBatchResult,
+    Placement,
+    PlaceOutcome,
+    QueueEntry,
+    Reservation,
+    SchedulerInput,
+)
+from skyshift.models.quantity import Resources
+from skyshift.scheduler import schedule_batch
+from skyshift.scheduler.types import ClusterInfo, Decision, FilterPolicyInfo, NodeInfo
+from skyshift.store import NotFound, ObjectStore
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+FOLLOW_UP_CONCURRENCY = 64
+
+
+def subtract_reservations(nodes: list[NodeInfo], held: list[Reservation]) -> list[NodeInfo]:
+    """Free capacity per node once ``held`` reservations are taken (best fit per replica, as
+    the scheduler's ledger does; what fits nowhere is taken from the emptiest node)."""
+    free = {n.name: n.free for n in nodes}
+    for r in held:
+        for _ in range(r.count):
+            fits = [name for name, f in free.items() if r.per_replica.fits_in(f)]
+            if fits:
+                name = min(fits, key=lambda n: (free[n].cpus, free[n].memory, n))
+            elif free:
+                name = max(free, key=lambda n: (free[n].cpus, free[n].memory, n))
+            else:
+                break
+            free[name] = free[name] - r.per_replica
+    return [NodeInfo(name, _clamp(f)) for name, f in free.items()]
+
+
+def _clamp(r: Resources) -> Resources:
+    return Resources(max(r.cpus, 0.0), max(r.memory, 0.0), max(r.gpus, 0),
+                     {k: max(v, 0) for k, v in r.accelerators.items()})
+
+
+def cluster_infos(objs: list[Obj], reservations: list[Reservation]) -> list[ClusterInfo]:
+    out = []
+    for obj in objs:
+        meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+        name = str(meta.get("name"))
+        ready = status.get("phase") == "Ready" and not meta.get("deletionTimestamp")
+        held = [r for r in reservations if r.cluster == name]
+        nodes = subtract_reservations(nodes_from_status(status), held)
+        manager = str((obj.get("spec") or {}).get("manager") or "")
+        out.append(ClusterInfo(name, dict(meta.get("labels") or {}), ready, nodes, manager))
+    return out
+
+
+def policy_infos(objs: list[Obj]) -> list[FilterPolicyInfo]:
+    out = []
+    for obj in objs:
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        flt = spec.get("clusterFilter") or {}
+        out.append(FilterPolicyInfo(
+            name=str(meta.get("name")), namespace=str(meta.get("namespace") or "default"),
+            label_selector=dict(spec.get("labelsSelector") or {}),
+            include=list(flt.get("include") or []), exclude=list(flt.get("exclude") or []),
+        ))
+    return out
+
+
+class Gone(Exception):
+    """The job object was deleted or replaced by a newer one with the same name."""
+
+
+def placed_mutation(entry: QueueEntry, decision: Decision, workflow_id: str) -> Any:
+    def mutate(obj: Obj) -> Obj | None:
+        if uid_of(obj) != entry.req.request.uid:
+            raise Gone(entry.req.request.key)
+        if (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        status = obj.setdefault("status", {})
+        placement = dict(entry.req.current)
+        for cluster, n in decision.assignments.items():
+            placement[cluster] = placement.get(cluster, 0) + n
+        status["placement"] = placement
+        if status.get("phase", "Pending") == "Pending":
+            status["phase"] = "Scheduled"
+        status["message"] = decision.message
+        status["schedulerReasons"] = {}
+        status["workflowId"] = workflow_id
+        return obj
+
+    return mutate
+
+
+def pending_mutation(entry: QueueEntry, decision: Decision) -> Any:
+    def mutate(obj: Obj) -> Obj | None:
+        if uid_of(obj) != entry.req.request.uid:
+            raise Gone(entry.req.request.key)
+        status = obj.setdefault("status", {})
+        status["schedulerReasons"] = dict(decision.reasons)
+        status["message"] = decision.message
+        status["workflowId"] = entry.req.workflow_id
+        return obj
+
+    return mutate
+
+
+class SchedulingActivities:
+    """Built once in the control worker with its store and Temporal client."""
+
+    def __init__(self, store: ObjectStore, client: Client) -> None:
+        self.store = store
+        self.client = client
+
+    @activity.defn(name="enqueue_job")
+    async def enqueue_job(self, req: EnqueueRequest) -> None:
+        """Signal-with-start the scheduler: it exists after this, with the job queued."""
+        await self.client.start_workflow(
+            "SchedulerWorkflow", SchedulerInput(), id=SCHEDULER_ID, task_queue=CONTROL_QUEUE,
+            start_signal=SIG_ENQUEUE, start_signal_args=[req],
+        )
+
+    @activity.defn(name="dequeue_job")
+    async def dequeue_job(self, req: DequeueRequest) -> None:
+        try:
+            await self.client.get_workflow_handle(SCHEDULER_ID).signal(SIG_DEQUEUE, req)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+
+    @activity.defn(name="place_batch")
+    async def place_batch(self, inp: PlaceBatchInput) -> PlaceBatchResult:
+        clusters = (await self.store.list("clusters")).items
+        policies = (await self.store.list("filterpolicies")).items
+        decisions = schedule_batch(
+            [e.req.request for e in inp.jobs],
+            cluster_infos(clusters, inp.reservations),
+            policy_infos(policies),
+        )
+        limit = asyncio.Semaphore(FOLLOW_UP_CONCURRENCY)
+
+        async def follow_up(entry: QueueEntry, decision: Decision) -> PlaceOutcome:
+            async with limit:
+                return await self._follow_up(entry, decision)
+
+        outcomes = await asyncio.gather(
+            *(follow_up(e, d) for e, d in zip(inp.jobs, decisions, strict=True))
+        )
+        return PlaceBatchResult(list(outcomes))
+
+    async def _follow_up(self, entry: QueueEntry, decision: Decision) -> PlaceOutcome:
+        req = entry.req
+        key, uid, ns = req.request.key, req.request.uid, req.request.namespace
+        name = key.split("/", 1)[1]
+        out = PlaceOutcome(key, uid, req.seq, "pending", message=decision.message)
+        try:
+            if not decision.placed:
+                if decision.message != entry.last_message and not await update_status(
+                    self.store, "jobs", name, ns, pending_mutation(entry, decision)
+                ):
+                    out.status = "gone"
+                return out
+            if not await update_status(
+                self.store, "jobs", name, ns, placed_mutation(entry, decision, req.workflow_id)
+            ):
+                out.status = "gone"
+                return out
+            placement = Placement(req.seq, dict(decision.assignments), decision.message)
+            await self.client.get_workflow_handle(req.workflow_id).signal(SIG_PLACED, placement)
+            out.status, out.assignments = "placed", dict(decision.assignments)
+        except (NotFound, Gone):
+            out.status = "gone"
+        except RPCError as exc:
+            out.status = "gone" if exc.status == RPCStatusCode.NOT_FOUND else "undelivered"
+            log.warning("placement of %s not delivered: %s", key, exc)
+        except Exception as exc:  # etcd trouble for this one job: keep it queued, retry later
+            out.status = "undelivered"
+            log.warning("placement follow-up of %s failed: %s", key, exc)
+        return out

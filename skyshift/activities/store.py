@@ -1,0 +1,166 @@
+"""Activities of the control task queue that read or write objects in etcd.
+
+Workflows never do I/O, so every status write, spec re-read and finalizer removal is one of these.
+They are short and idempotent (``guaranteed_update`` of ``status`` only, with a uid check so a
+newer object reusing the name is never touched), which is why the workflows run them as local
+activities: no extra workflow task, no activity task round trip through the server.
+
+Retries: store errors (etcd unavailable, CAS contention) propagate and Temporal's retry policy
+retries them; an object that is gone is not an error (the write has nothing left to do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from skyshift.activities.convert import parse_job
+from skyshift.activities.types import (
+    SIG_CLUSTER,
+    ClusterJobsInput,
+    ClusterStatusPatch,
+    JobStatusPatch,
+    ReadJobInput,
+    ReadJobResult,
+    RemoveObjectInput,
+)
+from skyshift.models.meta import now_iso
+from skyshift.store import NotFound, ObjectStore
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+
+def uid_of(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def apply_job_patch(obj: Obj, patch: JobStatusPatch) -> Obj | None:
+    """The status mutation of :class:`JobStatusPatch` (None: wrong uid or no change)."""
+    if patch.uid and uid_of(obj) != patch.uid:
+        return None
+    status: dict[str, Any] = obj.setdefault("status", {})
+    before = repr(status)
+    deleting = bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+    if patch.phase is not None and not (deleting and patch.phase not in ("Deleting",)):
+        status["phase"] = patch.phase
+    if patch.message is not None:
+        status["message"] = patch.message
+    if patch.placement is not None:
+        status["placement"] = dict(patch.placement)
+    if patch.replica_status is not None:
+        status["replicaStatus"] = {c: dict(v) for c, v in patch.replica_status.items()}
+    if patch.restarts is not None:
+        status["restarts"] = patch.restarts
+    if patch.observed_generation is not None:
+        status["observedGeneration"] = patch.observed_generation
+    if patch.workflow_id is not None:
+        status["workflowId"] = patch.workflow_id
+    if patch.started and not status.get("startTime"):
+        status["startTime"] = now_iso()
+    if patch.finished and not status.get("completionTime"):
+        status["completionTime"] = now_iso()
+    return obj if repr(status) != before else None
+
+
+async def update_status(
+    store: ObjectStore, plural: str, name: str, namespace: str | None,
+    mutate: Callable[[Obj], Obj | None],
+) -> bool:
+    """guaranteed_update that treats a missing object as "nothing to do" (False)."""
+    try:
+        await store.guaranteed_update(plural, name, namespace, mutate)
+    except NotFound:
+        return False
+    return True
+
+
+class StoreActivities:
+    """Built once in the control worker with its store and Temporal client."""
+
+    def __init__(self, store: ObjectStore, client: Client) -> None:
+        self.store = store
+        self.client = client
+
+    @activity.defn(name="write_job_status")
+    async def write_job_status(self, patch: JobStatusPatch) -> bool:
+        return await update_status(
+            self.store, "jobs", patch.name, patch.namespace, lambda o: apply_job_patch(o, patch)
+        )
+
+    @activity.defn(name="read_job")
+    async def read_job(self, inp: ReadJobInput) -> ReadJobResult:
+        try:
+            obj = await self.store.get("jobs", inp.name, inp.namespace)
+        except NotFound:
+            return ReadJobResult(found=False)
+        if uid_of(obj) != inp.uid:
+            return ReadJobResult(found=False)
+        template, invalid = parse_job(obj)
+        meta = obj.get("metadata") or {}
+        return ReadJobResult(
+            found=True,
+            generation=int(meta.get("generation") or 0),
+            template=template,
+            invalid=invalid,
+            deleting=bool(meta.get("deletionTimestamp")),
+        )
+
+    @activity.defn(name="remove_object")
+    async def remove_object(self, inp: RemoveObjectInput) -> bool:
+        """Finalizer done: delete the object, only if it is still the one with ``uid``."""
+        try:
+            obj = await self.store.get(inp.plural, inp.name, inp.namespace)
+        except NotFound:
+            return False
+        if inp.uid and uid_of(obj) != inp.uid:
+            return False
+        try:
+            await self.store.delete(
+                inp.plural, inp.name, inp.namespace,
+                expected_rv=(obj.get("metadata") or {}).get("resourceVersion"),
+            )
+        except NotFound:
+            return False
+        return True
+
+    @activity.defn(name="write_cluster_status")
+    async def write_cluster_status(self, patch: ClusterStatusPatch) -> bool:
+        def mutate(obj: Obj) -> Obj | None:
+            if patch.uid and uid_of(obj) != patch.uid:
+                return None
+            status = obj.setdefault("status", {})
+            if status.get("phase") == patch.phase and status.get("message") == patch.message:
+                return None
+            status["phase"], status["message"] = patch.phase, patch.message
+            return obj
+
+        return await update_status(self.store, "clusters", patch.name, None, mutate)
+
+    @activity.defn(name="notify_cluster_jobs")
+    async def notify_cluster_jobs(self, inp: ClusterJobsInput) -> int:
+        """Tell every running job workflow on ``cluster`` (found through the SkyShiftCluster
+        search attribute) about ``event``: the fallback when the cluster's skylet cannot."""
+        query = (
+            f"SkyShiftKind = 'Job' AND SkyShiftCluster = '{inp.cluster}' "
+            "AND ExecutionStatus = 'Running'"
+        )
+        skip = set(inp.skip)
+        told = 0
+        async for wf in self.client.list_workflows(query):
+            if wf.id in skip:
+                continue
+            try:
+                await self.client.get_workflow_handle(wf.id).signal(SIG_CLUSTER, inp.event)
+                told += 1
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+            await asyncio.sleep(0)
+        return told

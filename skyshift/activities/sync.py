@@ -1,0 +1,249 @@
+"""The skylet's sync loop: one long-running, heartbeating activity per cluster.
+
+Each interval it asks the cluster for ``state()`` and ``replicas()`` once (steady cost per
+cluster, not per job) and turns differences into the few writes and signals that matter:
+
+* Cluster status (phase, capacity, allocatable) is written only when it changed (plus a
+  ``lastHeartbeat`` refresh once a minute), never rewritten unchanged.
+* A replica whose state differs from what its job workflow was told is reported to that job, one
+  signal per job per interval, and the job's per-cluster counts are written (Running from here,
+  so reaching Running costs the job no workflow round trip).
+* The scheduler is signalled when capacity is freed or when new replicas show up in the
+  allocatable it reads (so it can drop its reservations for them).
+* Unreachable for longer than ``lost_after``: phase Error, and every job with live replicas here
+  is told "lost" so it fails over. Back again: phase Ready, the jobs are told "recovered" (they
+  delete what moved away), and replicas of jobs that no longer exist are removed.
+
+The activity returns when the phase changes (so the ClusterWorkflow records it in its search
+attributes) or after ``max_duration``; the ClusterWorkflow then starts the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio import activity
+from temporalio.service import RPCError
+
+from skyshift.activities.clusters import ClusterContext, SkyletActivities, signal_all, update_of
+from skyshift.activities.store import update_status
+from skyshift.activities.types import (
+    SCHEDULER_ID,
+    SIG_CAPACITY,
+    SIG_CLUSTER,
+    SIG_REPLICAS,
+    CapacityChanged,
+    ClusterEvent,
+    ReplicaReport,
+    ReplicaUpdate,
+    SyncInput,
+    SyncResult,
+    job_workflow_id,
+)
+from skyshift.compat.errors import CompatError, Transient
+from skyshift.compat.types import ClusterState, ReplicaStatus
+from skyshift.models.meta import now_iso
+from skyshift.models.quantity import Resources
+from skyshift.store import NotFound
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+LIVE = ("Pending", "Running")
+
+
+@dataclass
+class SyncConfig:
+    interval: float = 1.0
+    lost_after: float = 5.0
+    call_timeout: float = 5.0
+    heartbeat_write: float = 60.0
+
+
+def node_dict(r: Resources) -> dict[str, Any]:
+    return {"cpus": r.cpus, "memory": r.memory, "gpus": r.gpus, "disk": 0.0,
+            "accelerators": dict(r.accelerators)}
+
+
+def freed(before: dict[str, Any] | None, after: dict[str, Any]) -> bool:
+    """True when some node has more of something free than before (or is new)."""
+    if before is None:
+        return True
+    for node, res in after.items():
+        old = before.get(node)
+        if old is None or res["cpus"] > old["cpus"] + 1e-9 or res["memory"] > old["memory"] + 1e-9:
+            return True
+        if res["gpus"] > old["gpus"] or any(
+            v > old["accelerators"].get(k, 0) for k, v in res["accelerators"].items()
+        ):
+            return True
+    return False
+
+
+class Syncer:
+    """One run of the sync activity (see the module docstring)."""
+
+    def __init__(self, acts: SkyletActivities, cfg: SyncConfig) -> None:
+        self.acts = acts
+        self.ctx: ClusterContext = acts.ctx
+        self.cfg = cfg
+        self.last_alloc: dict[str, Any] | None = None
+        self.last_write = 0.0
+        self.gained = False  # the last state() showed capacity freed
+
+    async def run(self, inp: SyncInput) -> SyncResult:
+        phase, lost = inp.phase, list(inp.lost_jobs)
+        deadline = time.monotonic() + inp.max_duration
+        down_since: float | None = None
+        while time.monotonic() < deadline:
+            activity.heartbeat(phase)
+            try:
+                state, listing = await asyncio.wait_for(self._observe(), self.cfg.call_timeout)
+                if not state.healthy:
+                    raise Transient(state.message or "cluster reports unhealthy")
+            except (Transient, TimeoutError, OSError) as exc:
+                down_since = down_since or time.monotonic()
+                if phase != "Error" and time.monotonic() - down_since >= self.cfg.lost_after:
+                    return await self._lost(inp, str(exc) or type(exc).__name__)
+                await asyncio.sleep(self.cfg.interval)
+                continue
+            except CompatError as exc:  # Permanent / Unsupported: bad config, cannot attach
+                msg = f"cannot attach cluster {inp.cluster}: {exc}"
+                await self._write_cluster(inp, "Error", msg, None)
+                return SyncResult("Error", msg, lost, permanent=True)
+            down_since = None
+            first = not self.ctx.primed
+            await self._write_cluster(inp, "Ready", "", state)
+            await self._report(listing, first)
+            if phase != "Ready":
+                await self._recovered(listing, lost, inp.cluster)
+                return SyncResult("Ready", "", [])
+            if first:
+                await self._cleanup_orphans(listing)
+            await asyncio.sleep(self.cfg.interval)
+        return SyncResult(phase, "", lost)
+
+    async def _observe(self) -> tuple[ClusterState, list[ReplicaStatus]]:
+        manager = await self.ctx.connect()
+        return await manager.state(), await manager.replicas()
+
+    async def _lost(self, inp: SyncInput, why: str) -> SyncResult:
+        msg = f"cluster {inp.cluster} unreachable for more than {self.cfg.lost_after:g}s: {why}"
+        log.warning(msg)
+        await self._write_cluster(inp, "Error", msg, None)
+        event = ClusterEvent(inp.cluster, "lost", msg)
+        jobs = self.ctx.live_jobs()
+        told = await signal_all(self.acts.client, dict.fromkeys(jobs, event), SIG_CLUSTER)
+        return SyncResult("Error", msg, sorted(set(told) | set(inp.lost_jobs)))
+
+    async def _recovered(self, listing: list[ReplicaStatus], lost: list[str], name: str) -> None:
+        await self._cleanup_orphans(listing)
+        if lost:
+            event = ClusterEvent(name, "recovered", f"cluster {name} is reachable again")
+            await signal_all(self.acts.client, dict.fromkeys(lost, event), SIG_CLUSTER)
+        await self._tell_scheduler([], True)
+
+    async def _write_cluster(
+        self, inp: SyncInput, phase: str, message: str, state: ClusterState | None
+    ) -> None:
+        cap = {n.name: node_dict(n.capacity) for n in state.nodes} if state else None
+        alloc = {n.name: node_dict(n.allocatable) for n in state.nodes} if state else None
+        refresh = time.monotonic() - self.last_write >= self.cfg.heartbeat_write
+
+        def mutate(obj: Obj) -> Obj | None:
+            if inp.uid and (obj.get("metadata") or {}).get("uid") != inp.uid:
+                return None
+            status = obj.setdefault("status", {})
+            if status.get("phase") == "Deleting" or (obj.get("metadata") or {}).get(
+                "deletionTimestamp"
+            ):
+                return None
+            new = dict(status, phase=phase, message=message)
+            if cap is not None and alloc is not None:
+                new["capacity"], new["allocatable"] = cap, alloc
+            if new == status and not refresh:
+                return None
+            new["lastHeartbeat"] = now_iso()
+            obj["status"] = new
+            return obj
+
+        if await update_status(self.acts.store, "clusters", inp.cluster, None, mutate) and refresh:
+            self.last_write = time.monotonic()
+        if alloc is not None:
+            self.gained = freed(self.last_alloc, alloc)
+            self.last_alloc = alloc
+
+    async def _report(self, listing: list[ReplicaStatus], first: bool) -> None:
+        ctx = self.ctx
+        reports: dict[str, ReplicaReport] = {}
+        touched: dict[str, tuple[str, str]] = {}  # uid -> (namespace, job)
+        new_uids: set[str] = set()
+        current = {r.name: r for r in listing}
+        for r in listing:
+            if r.name not in ctx.listed:
+                new_uids.add(r.job_uid)
+            prev = ctx.table.get(r.name)
+            if prev is not None and (
+                r.attempt < prev.attempt or (prev.state, prev.attempt) == (r.state, r.attempt)
+            ):
+                continue
+            ctx.record([r])
+            touched[r.job_uid] = (r.namespace, r.job_name)
+            if prev is None and first and r.state in LIVE:
+                continue  # nothing the job must decide on; counts are written below
+            wf = job_workflow_id(r.namespace, r.job_name)
+            reports.setdefault(wf, ReplicaReport(ctx.name)).updates.append(update_of(r))
+        for name in [n for n in ctx.table if n in ctx.listed and n not in current]:
+            seen = ctx.table.pop(name)
+            touched[seen.uid] = (seen.namespace, seen.job)
+            wf = job_workflow_id(seen.namespace, seen.job)
+            reports.setdefault(wf, ReplicaReport(ctx.name)).updates.append(ReplicaUpdate(
+                name, seen.rank, seen.attempt, "Failed", None, "Lost",
+                "the replica disappeared from the cluster",
+            ))
+        ctx.listed = set(current)
+        ctx.primed = True
+        for uid, (ns, job) in touched.items():
+            await self.acts.write_counts(ns, job, uid)
+        if reports:
+            await signal_all(self.acts.client, dict(reports), SIG_REPLICAS)
+        if new_uids or self.gained:
+            await self._tell_scheduler(sorted(new_uids), self.gained)
+
+    async def _tell_scheduler(self, uids: list[str], gained: bool) -> None:
+        payload = CapacityChanged(self.ctx.name, uids, gained)
+        with contextlib.suppress(RPCError):  # no scheduler yet: nothing is queued
+            await self.acts.client.get_workflow_handle(SCHEDULER_ID).signal(SIG_CAPACITY, payload)
+
+    async def _cleanup_orphans(self, listing: list[ReplicaStatus]) -> None:
+        """Delete replicas whose job no longer exists (deleted while we were away)."""
+        jobs = {(r.namespace, r.job_name, r.job_uid) for r in listing}
+        manager = self.ctx.manager
+        for ns, job, uid in sorted(jobs):
+            try:
+                obj = await self.acts.store.get("jobs", job, ns)
+                if (obj.get("metadata") or {}).get("uid") == uid:
+                    continue
+            except NotFound:
+                pass
+            log.info("cluster %s: removing replicas of deleted job %s/%s", self.ctx.name, ns, job)
+            try:
+                self.ctx.forget(await manager.delete_job(uid))
+            except CompatError as exc:
+                log.warning("cleanup of %s/%s failed: %s", ns, job, exc)
+
+
+class SkyletWithSync(SkyletActivities):
+    """A cluster's activities including the sync loop (what the skylet manager registers)."""
+
+    def __init__(self, *args: Any, sync: SyncConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sync_config = sync or SyncConfig()
+
+    @activity.defn(name="sync_cluster")
+    async def sync_cluster(self, inp: SyncInput) -> SyncResult:
+        return await Syncer(self, self.sync_config).run(inp)

@@ -1,0 +1,423 @@
+"""Names and payloads shared by the workflows, the activities and the API-side starter.
+
+Everything that crosses a Temporal boundary (workflow input, signal, query, activity argument or
+result) is one plain dataclass defined here, so the three sides agree on one definition and
+Temporal's default JSON converter round-trips it. Rules: only str/int/float/bool/None, lists,
+dicts and nested dataclasses; every field added later gets a default so histories recorded with
+older payloads still decode (the replay test under tests/workflows/histories/ checks this).
+
+Identifiers are readable (DESIGN.md, Lifecycles): ``job/<ns>/<name>``, ``cluster/<name>``,
+``scheduler``; the object's uid travels in the memo and in every payload that acts on an object,
+so a workflow never acts on a newer object that reuses the name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from skyshift.compat.types import ReplicaSpec
+from skyshift.models.quantity import Resources
+from skyshift.scheduler.types import Filter, JobRequest, Preference
+
+CONTROL_QUEUE = "skyshift-control"
+SCHEDULER_ID = "scheduler"
+
+# signal names (one payload dataclass each, named in the comment)
+SIG_PLACED = "placed"  # scheduler -> job: Placement
+SIG_REPLICAS = "replicas_changed"  # skylet -> job: ReplicaReport
+SIG_CLUSTER = "cluster_event"  # skylet / cluster -> job: ClusterEvent
+SIG_SPEC = "spec_changed"  # API -> job / cluster: SpecChanged
+SIG_DELETE = "delete"  # API -> job / cluster: DeleteRequest
+SIG_ENSURE = "ensure"  # reconciler -> job: JobInput (a newer object reusing the name)
+SIG_ENQUEUE = "enqueue"  # job -> scheduler: EnqueueRequest
+SIG_DEQUEUE = "dequeue"  # job -> scheduler: DequeueRequest
+SIG_CAPACITY = "capacity"  # skylet -> scheduler: CapacityChanged
+
+# replica states as the job workflow tracks them (compat states plus two of its own)
+PENDING, RUNNING, UNKNOWN = "Pending", "Running", "Unknown"
+SUCCEEDED, FAILED = "Succeeded", "Failed"
+UNPLACED = "Unplaced"  # waiting for the scheduler
+RESTARTING = "Restarting"  # waiting for the restart backoff to pass
+
+
+def job_workflow_id(namespace: str, name: str) -> str:
+    return f"job/{namespace}/{name}"
+
+
+def cluster_workflow_id(name: str) -> str:
+    return f"cluster/{name}"
+
+
+def skylet_queue(cluster: str) -> str:
+    return f"skylet-{cluster}"
+
+
+def uid8(uid: str) -> str:
+    return uid.replace("-", "")[:8].lower()
+
+
+def replica_name(job: str, uid: str, rank: int) -> str:
+    """The deterministic replica name ``<job>-<uid8>-<rank>``: the idempotency key of submit."""
+    return f"{job}-{uid8(uid)}-{rank}"
+
+
+# ---- jobs -----------------------------------------------------------------------------------
+
+
+@dataclass
+class JobTemplate:
+    """What a job's replicas look like: the parts of the Job spec the lifecycle needs."""
+
+    image: str = ""
+    run: str = ""
+    envs: dict[str, str] = field(default_factory=dict)
+    ports: list[int] = field(default_factory=list)
+    resources: Resources = field(default_factory=Resources)
+    replicas: int = 1
+    restart_policy: str = "OnFailure"
+    max_restarts: int = 3
+    priority: int = 0
+    filters: list[Filter] = field(default_factory=list)
+    preferences: list[Preference] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class JobConfig:
+    """Timings of a job lifecycle (tests shorten them)."""
+
+    backoff_base: float = 1.0  # first restart waits this long, doubling per restart
+    backoff_max: float = 60.0
+    history_limit: int = 2000  # continue-as-new past this many events (or when suggested)
+    requeue_after: float = 600.0  # re-enqueue at the scheduler if no placement came by then
+    teardown_timeout: float = 60.0  # per cluster; a cluster that is away is cleaned on return
+
+
+@dataclass
+class ReplicaRecord:
+    """One rank of a job as its workflow knows it."""
+
+    rank: int
+    cluster: str = ""  # "" while unplaced
+    attempt: int = 0
+    state: str = UNPLACED
+    exit_code: int | None = None
+    message: str = ""
+    restart_at: float = 0.0  # epoch seconds when RESTARTING
+    submitted: bool = False  # handed to the cluster (for this cluster and attempt)
+
+
+@dataclass
+class JobState:
+    """Everything a JobWorkflow carries over continue-as-new."""
+
+    phase: str = "Pending"
+    message: str = ""
+    generation: int = 0
+    seq: int = 0  # placement request counter
+    awaiting: int = 0  # seq of the outstanding placement request (0: none)
+    requested_at: float = 0.0
+    replicas: list[ReplicaRecord] = field(default_factory=list)
+    restarts: int = 0
+    leftovers: dict[str, list[str]] = field(default_factory=dict)  # cluster -> stale names
+    deleting: bool = False
+    started: bool = False
+
+
+@dataclass
+class JobInput:
+    namespace: str
+    name: str
+    uid: str
+    generation: int = 0
+    created: float = 0.0
+    template: JobTemplate | None = None
+    invalid: str = ""  # why the spec cannot run (the job ends Failed with this message)
+    phase: str = "Pending"  # status.phase when the workflow was (re)started
+    clusters: list[str] = field(default_factory=list)  # clusters in status, for teardown
+    deleting: bool = False
+    state: JobState | None = None  # set on continue-as-new
+    config: JobConfig = field(default_factory=JobConfig)
+
+
+@dataclass
+class Placement:
+    seq: int
+    assignments: dict[str, int] = field(default_factory=dict)
+    message: str = ""
+
+
+@dataclass
+class ReplicaUpdate:
+    name: str
+    rank: int
+    attempt: int
+    state: str
+    exit_code: int | None = None
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass
+class ReplicaReport:
+    cluster: str
+    updates: list[ReplicaUpdate] = field(default_factory=list)
+
+
+@dataclass
+class ClusterEvent:
+    cluster: str
+    kind: str  # "lost" | "recovered" | "deleted"
+    message: str = ""
+
+
+@dataclass
+class SpecChanged:
+    generation: int = 0
+
+
+@dataclass
+class DeleteRequest:
+    uid: str = ""
+
+
+# ---- scheduler ------------------------------------------------------------------------------
+
+
+@dataclass
+class EnqueueRequest:
+    workflow_id: str
+    seq: int
+    request: JobRequest
+    current: dict[str, int] = field(default_factory=dict)  # replicas already placed elsewhere
+
+
+@dataclass
+class DequeueRequest:
+    key: str
+    uid: str = ""
+
+
+@dataclass
+class CapacityChanged:
+    cluster: str
+    seen_uids: list[str] = field(default_factory=list)  # jobs whose replicas it now accounts
+    freed: bool = False  # capacity went up (or the cluster became Ready)
+
+
+@dataclass
+class Reservation:
+    """Capacity the scheduler handed out that the cluster's allocatable may not show yet."""
+
+    uid: str
+    key: str
+    cluster: str
+    per_replica: Resources
+    count: int
+    placed_at: float
+
+
+@dataclass
+class QueueEntry:
+    req: EnqueueRequest
+    tried_epoch: int = -1
+    last_message: str = ""
+    not_before: float = 0.0  # epoch seconds; set after a failed delivery
+
+
+@dataclass
+class SchedulerConfig:
+    max_batch: int = 256
+    reservation_ttl: float = 30.0
+    history_limit: int = 5000
+
+
+@dataclass
+class SchedulerState:
+    queue: list[QueueEntry] = field(default_factory=list)
+    reservations: list[Reservation] = field(default_factory=list)
+    epoch: int = 0
+
+
+@dataclass
+class SchedulerInput:
+    state: SchedulerState | None = None
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)
+
+
+@dataclass
+class PlaceBatchInput:
+    jobs: list[QueueEntry]
+    reservations: list[Reservation] = field(default_factory=list)
+
+
+@dataclass
+class PlaceOutcome:
+    key: str
+    uid: str
+    seq: int
+    status: str  # "placed" | "pending" | "gone" | "undelivered"
+    assignments: dict[str, int] = field(default_factory=dict)
+    message: str = ""
+
+
+@dataclass
+class PlaceBatchResult:
+    outcomes: list[PlaceOutcome] = field(default_factory=list)
+
+
+# ---- store ----------------------------------------------------------------------------------
+
+
+@dataclass
+class JobStatusPatch:
+    """Status fields to set on a Job (None: leave as is). Applied only if the uid matches."""
+
+    namespace: str
+    name: str
+    uid: str
+    phase: str | None = None
+    message: str | None = None
+    placement: dict[str, int] | None = None
+    replica_status: dict[str, dict[str, int]] | None = None
+    restarts: int | None = None
+    observed_generation: int | None = None
+    finished: bool = False  # set completionTime
+    started: bool = False  # set startTime if unset
+    workflow_id: str | None = None
+
+
+@dataclass
+class ReadJobInput:
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass
+class ReadJobResult:
+    found: bool
+    generation: int = 0
+    template: JobTemplate | None = None
+    invalid: str = ""
+    deleting: bool = False
+
+
+@dataclass
+class RemoveObjectInput:
+    plural: str
+    name: str
+    uid: str
+    namespace: str | None = None
+
+
+@dataclass
+class ClusterStatusPatch:
+    name: str
+    uid: str
+    phase: str
+    message: str = ""
+
+
+@dataclass
+class ClusterJobsInput:
+    cluster: str
+    event: ClusterEvent
+    skip: list[str] = field(default_factory=list)  # workflow ids already told
+
+
+# ---- clusters (skylet task queues) ----------------------------------------------------------
+
+
+@dataclass
+class JobRef:
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass
+class SubmitInput:
+    job: JobRef
+    cluster: str
+    replicas: list[ReplicaSpec]
+
+
+@dataclass
+class SubmitResult:
+    updates: list[ReplicaUpdate] = field(default_factory=list)
+
+
+@dataclass
+class DeleteReplicasInput:
+    cluster: str
+    job_uid: str = ""
+    names: list[str] = field(default_factory=list)  # empty: every replica of job_uid
+
+
+@dataclass
+class DeleteReplicasResult:
+    deleted: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ClusterInput:
+    name: str
+    uid: str
+    phase: str = "Init"
+    deleting: bool = False
+    lost_jobs: list[str] = field(default_factory=list)  # job workflow ids told "lost"
+    heartbeat_timeout: float = 10.0
+    sync_duration: float = 300.0  # one sync activity runs this long, then returns
+    history_limit: int = 1000
+
+
+@dataclass
+class SyncInput:
+    cluster: str
+    uid: str
+    phase: str = "Init"
+    lost_jobs: list[str] = field(default_factory=list)
+    max_duration: float = 300.0
+
+
+@dataclass
+class SyncResult:
+    phase: str
+    message: str = ""
+    lost_jobs: list[str] = field(default_factory=list)
+    permanent: bool = False
+
+
+@dataclass
+class TeardownInput:
+    cluster: str
+
+
+@dataclass
+class TeardownResult:
+    jobs: list[str] = field(default_factory=list)  # workflow ids told "deleted"
+    deleted: int = 0
+    message: str = ""
+
+
+# ---- logs and exec --------------------------------------------------------------------------
+
+
+@dataclass
+class ReplicaOpInput:
+    op: str  # "logs" | "exec"
+    clusters: list[str]
+    names: list[str]
+    tail: int | None = None
+    command: list[str] = field(default_factory=list)
+    timeout: float = 60.0
+
+
+@dataclass
+class ReplicaOpResult:
+    found: dict[str, str] = field(default_factory=dict)  # name -> log text (logs)
+    exit_code: int | None = None  # exec
+    stdout: str = ""
+    stderr: str = ""
+    error: str = ""  # "NotFound: ..." / "Unsupported: ..." / "Transient: ..."

@@ -1,0 +1,107 @@
+"""The control worker: ``python -m skyshift.workers.control``.
+
+Polls the ``skyshift-control`` task queue with every lifecycle workflow (Job, Cluster, Scheduler,
+ReplicaOp) and the activities that touch etcd or need the Temporal client (status writes,
+finalizer removal, enqueue and batch placement), and runs the reconciler. It holds no state of
+its own, so any number of control workers can run side by side (each reconciler pass is
+idempotent). Configured by :meth:`Settings.from_env` plus ``SKYSHIFT_RECONCILE_INTERVAL``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from skyshift.activities.scheduling import SchedulingActivities
+from skyshift.activities.store import StoreActivities
+from skyshift.activities.types import CONTROL_QUEUE
+from skyshift.config import Settings
+from skyshift.store import ObjectStore
+from skyshift.workers.common import (
+    clear_ready,
+    connect_store,
+    connect_temporal,
+    env_float,
+    mark_ready,
+    ready_path,
+    setup_logging,
+    stop_event,
+)
+from skyshift.workers.reconciler import Reconciler
+from skyshift.workflows.cluster import ClusterWorkflow
+from skyshift.workflows.job import JobWorkflow
+from skyshift.workflows.ops import ReplicaOpWorkflow
+from skyshift.workflows.scheduler import SchedulerWorkflow
+
+log = logging.getLogger(__name__)
+WORKFLOWS = [JobWorkflow, ClusterWorkflow, SchedulerWorkflow, ReplicaOpWorkflow]
+
+
+def control_worker(client: Client, store: ObjectStore, task_queue: str = CONTROL_QUEUE) -> Worker:
+    """The control worker (not started): workflows plus control activities."""
+    st = StoreActivities(store, client)
+    sched = SchedulingActivities(store, client)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=WORKFLOWS,
+        activities=[
+            st.write_job_status, st.read_job, st.remove_object, st.write_cluster_status,
+            st.notify_cluster_jobs, sched.enqueue_job, sched.dequeue_job, sched.place_batch,
+        ],
+        max_cached_workflows=4000,
+        max_concurrent_workflow_task_polls=8,
+        max_concurrent_activity_task_polls=4,
+        graceful_shutdown_timeout=timedelta(seconds=5),
+    )
+
+
+async def serve(
+    client: Client, store: ObjectStore, stop: asyncio.Event, *,
+    reconcile_interval: float = 30.0, ready_file: Path | None = None,
+) -> None:
+    """Run the worker and the reconciler until ``stop`` is set."""
+    worker = control_worker(client, store)
+    reconciler = Reconciler(store, client, reconcile_interval)
+    async with worker:
+        rec = asyncio.create_task(reconciler.run(stop))
+        if ready_file is not None:
+            mark_ready(ready_file)
+        log.info("control worker polling %s", CONTROL_QUEUE)
+        try:
+            await stop.wait()
+        finally:
+            rec.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await rec
+            if ready_file is not None:
+                clear_ready(ready_file)
+
+
+async def main() -> None:
+    setup_logging()
+    settings = Settings.from_env()
+    stop = stop_event()
+    try:
+        client = await connect_temporal(settings, stop)
+        store = await connect_store(settings, stop)
+    except asyncio.CancelledError:
+        return
+    try:
+        await serve(
+            client, store, stop,
+            reconcile_interval=env_float("SKYSHIFT_RECONCILE_INTERVAL", 30.0),
+            ready_file=ready_path(settings, "control"),
+        )
+    finally:
+        await store.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,94 @@
+"""Reconciler: every Job and Cluster in etcd that needs a lifecycle has a running workflow.
+
+The API writes etcd first and starts the workflow second; a crash (or a Temporal outage) between
+the two must lose nothing. So the control worker periodically, and at start, compares etcd with
+Temporal's visibility (one paginated list of running SkyShift workflows, with the uid in their
+memo) and calls the same idempotent starter the API calls for what is missing: a non-terminal
+object, or one being deleted, without a running workflow for its uid.
+
+It is a plain asyncio task in the control worker rather than a Temporal workflow: it holds no
+state worth making durable (each pass starts from scratch), it would otherwise add history events
+on every pass, and two control workers running it side by side are harmless because every action
+is idempotent (signal-with-start, USE_EXISTING).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from temporalio.client import Client
+
+from skyshift.activities.types import cluster_workflow_id, job_workflow_id
+from skyshift.store import ObjectStore
+from skyshift.workflows import starter
+
+log = logging.getLogger(__name__)
+TERMINAL = ("Succeeded", "Failed")
+QUERY = "SkyShiftKind IN ('Job', 'Cluster') AND ExecutionStatus = 'Running'"
+
+
+class Reconciler:
+    def __init__(self, store: ObjectStore, client: Client, interval: float = 30.0) -> None:
+        self.store = store
+        self.client = client
+        self.interval = interval
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                started = await self.reconcile_once()
+                if started:
+                    log.info("reconciler ensured %d lifecycles", started)
+            except Exception as exc:  # next pass will try again; never kill the worker
+                log.warning("reconcile pass failed: %s", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.interval)
+
+    async def _running(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        async for wf in self.client.list_workflows(QUERY):
+            memo = await wf.memo()
+            out[wf.id] = str(memo.get("uid") or "")
+        return out
+
+    async def _objects(self, plural: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            page = await self.store.list(plural, limit=500, continue_token=token)
+            items += page.items
+            token = page.continue_token
+            if not token:
+                return items
+
+    async def reconcile_once(self) -> int:
+        running = await self._running()
+        started = 0
+        for obj in await self._objects("clusters"):
+            meta = obj.get("metadata") or {}
+            if running.get(cluster_workflow_id(str(meta.get("name")))) != meta.get("uid"):
+                started += await self._ensure(obj)
+        for obj in await self._objects("jobs"):
+            meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+            deleting = bool(meta.get("deletionTimestamp"))
+            if status.get("phase") in TERMINAL and not deleting:
+                continue
+            wf_id = job_workflow_id(str(meta.get("namespace") or "default"), str(meta.get("name")))
+            if running.get(wf_id) != meta.get("uid"):
+                started += await self._ensure(obj)
+        return started
+
+    async def _ensure(self, obj: dict[str, Any]) -> int:
+        try:
+            if (obj.get("metadata") or {}).get("deletionTimestamp"):
+                await starter.notify_deleting(self.client, obj)
+            else:
+                await starter.ensure_lifecycle(self.client, obj)
+            return 1
+        except Exception as exc:
+            log.warning("cannot ensure lifecycle of %s: %s", (obj.get("metadata") or {}).get(
+                "name"), exc)
+            return 0

@@ -1,0 +1,211 @@
+"""The skylet manager: ``python -m skyshift.workers.skylet_manager``.
+
+Watches Clusters in etcd and runs one Temporal worker per cluster, on ``skylet-<name>``, around a
+ClusterManager built from the Cluster's spec (``create_manager(name, manager, config)``). A
+spec change (new generation or uid) rebuilds the worker; removal of the object (the
+ClusterWorkflow's last step) stops it. A config the adapter rejects still gets a worker, whose
+manager raises that Permanent error on every call, so the ClusterWorkflow can report it as the
+cluster's status instead of waiting for a poller that never comes.
+
+Configured by :meth:`Settings.from_env` plus ``SKYSHIFT_SYNC_INTERVAL`` (seconds between two
+looks at a cluster, default 1) and ``SKYSHIFT_LOST_AFTER`` (unreachable this long -> Error and
+failover, default 5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, NoReturn
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from skyshift.activities.clusters import ClusterContext
+from skyshift.activities.convert import manager_config
+from skyshift.activities.sync import SkyletWithSync, SyncConfig
+from skyshift.activities.types import skylet_queue
+from skyshift.compat.base import ClusterManager, create_manager
+from skyshift.compat.errors import CompatError, Permanent
+from skyshift.compat.types import ClusterState, ExecResult, ReplicaSpec, ReplicaStatus
+from skyshift.config import Settings
+from skyshift.store import ObjectStore, StoreError
+from skyshift.workers.common import (
+    clear_ready,
+    connect_store,
+    connect_temporal,
+    env_float,
+    mark_ready,
+    ready_path,
+    setup_logging,
+    stop_event,
+)
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+
+class BrokenManager:
+    """Stands in for a cluster whose config the adapter rejected: every call says why."""
+
+    def __init__(self, name: str, manager: str, error: CompatError) -> None:
+        self.name, self.manager, self.error = name, manager, error
+
+    def _fail(self) -> NoReturn:
+        raise Permanent(str(self.error))
+
+    async def connect(self) -> None:
+        self._fail()
+
+    async def close(self) -> None:
+        return None
+
+    async def state(self) -> ClusterState:
+        self._fail()
+
+    async def submit(self, replicas: list[ReplicaSpec]) -> list[ReplicaStatus]:
+        self._fail()
+
+    async def replicas(self) -> list[ReplicaStatus]:
+        self._fail()
+
+    async def delete(self, names: list[str]) -> None:
+        self._fail()
+
+    async def delete_job(self, job_uid: str) -> list[str]:
+        self._fail()
+
+    async def logs(self, name: str, tail: int | None = None) -> str:
+        self._fail()
+
+    async def exec(self, name: str, command: list[str], timeout: float = 60) -> ExecResult:
+        self._fail()
+
+
+def build_manager(obj: Obj) -> ClusterManager:
+    name = str((obj.get("metadata") or {}).get("name"))
+    manager, config = manager_config(obj)
+    try:
+        return create_manager(name, manager, config)
+    except CompatError as exc:
+        log.warning("cluster %s: %s", name, exc)
+        return BrokenManager(name, manager, exc)
+    except Exception as exc:  # a bug in an adapter's constructor must not stop the others
+        log.exception("cluster %s: cannot build its manager", name)
+        return BrokenManager(name, manager, Permanent(f"cannot build manager: {exc}"))
+
+
+@dataclass
+class Skylet:
+    key: tuple[str, int]  # (uid, generation): rebuilt when either changes
+    worker: Worker
+    task: asyncio.Task[None]
+    ctx: ClusterContext
+
+
+class SkyletManager:
+    def __init__(self, client: Client, store: ObjectStore, sync: SyncConfig | None = None) -> None:
+        self.client = client
+        self.store = store
+        self.sync = sync or SyncConfig()
+        self.skylets: dict[str, Skylet] = {}
+
+    async def run(self, stop: asyncio.Event, ready: Path | None = None) -> None:
+        """Follow the Clusters in etcd until ``stop`` is set."""
+        watcher = asyncio.create_task(self._follow(ready))
+        stopper = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({watcher, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (watcher, stopper):
+                t.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+            await asyncio.gather(*(self._stop(n) for n in list(self.skylets)))
+            if ready is not None:
+                clear_ready(ready)
+
+    async def _follow(self, ready: Path | None) -> None:
+        while True:
+            try:
+                listing = await self.store.list("clusters")
+                names = set()
+                for obj in listing.items:
+                    names.add(str(obj["metadata"]["name"]))
+                    await self._apply(obj)
+                for name in set(self.skylets) - names:
+                    await self._stop(name)
+                if ready is not None:
+                    mark_ready(ready)
+                rev = listing.resource_version
+                async for ev in self.store.watch("clusters", from_revision=rev):
+                    if ev.type == "DELETED":
+                        await self._stop(str(ev.object["metadata"]["name"]))
+                    else:
+                        await self._apply(ev.object)
+            except StoreError as exc:  # Expired or etcd away: list again
+                log.warning("cluster watch interrupted: %s", exc)
+                await asyncio.sleep(1.0)
+
+    async def _apply(self, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name"))
+        key = (str(meta.get("uid") or ""), int(meta.get("generation") or 0))
+        current = self.skylets.get(name)
+        if current is not None and current.key == key:
+            return
+        if current is not None:
+            await self._stop(name)
+        ctx = ClusterContext(name, build_manager(obj))
+        acts = SkyletWithSync(ctx, self.store, self.client, sync=self.sync)
+        worker = Worker(
+            self.client,
+            task_queue=skylet_queue(name),
+            activities=[acts.sync_cluster, acts.submit_replicas, acts.delete_replicas,
+                        acts.teardown_cluster, acts.replica_op],
+            max_concurrent_activities=256,
+            max_concurrent_activity_task_polls=4,
+            graceful_shutdown_timeout=timedelta(seconds=2),
+        )
+        task = asyncio.create_task(worker.run())
+        self.skylets[name] = Skylet(key, worker, task, ctx)
+        log.info("skylet for cluster %s polling %s", name, skylet_queue(name))
+
+    async def _stop(self, name: str) -> None:
+        skylet = self.skylets.pop(name, None)
+        if skylet is None:
+            return
+        with contextlib.suppress(Exception):
+            await skylet.worker.shutdown()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await skylet.task
+        with contextlib.suppress(Exception):
+            await skylet.ctx.manager.close()
+        log.info("skylet for cluster %s stopped", name)
+
+
+async def main() -> None:
+    setup_logging()
+    settings = Settings.from_env()
+    stop = stop_event()
+    try:
+        client = await connect_temporal(settings, stop)
+        store = await connect_store(settings, stop)
+    except asyncio.CancelledError:
+        return
+    sync = SyncConfig(
+        interval=env_float("SKYSHIFT_SYNC_INTERVAL", 1.0),
+        lost_after=env_float("SKYSHIFT_LOST_AFTER", 5.0),
+    )
+    try:
+        await SkyletManager(client, store, sync).run(stop, ready_path(settings, "skylet_manager"))
+    finally:
+        await store.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,153 @@
+"""ClusterWorkflow (``cluster/<name>``, "the Skylet"): attach, keep in sync, tear down.
+
+Attaching is the first round of the sync activity on ``skylet-<name>``: a config the adapter
+rejects (compat Permanent) ends that activity with phase Error and the adapter's message, and the
+workflow waits for a spec change or deletion instead of retrying. Otherwise the sync activity
+(:mod:`skyshift.activities.sync`) runs for minutes at a time, heartbeating; it returns when the
+phase changes (recorded here in the search attributes) and is simply started again. A skylet that
+dies is noticed through the heartbeat timeout and the activity is retried on the next poller.
+
+Deletion cancels the sync, runs the teardown activity (delete every SkyShift replica, tell the
+jobs that had some so they move elsewhere), falls back to the SkyShiftCluster search attribute
+to tell running jobs when the cluster cannot be reached, and finally removes the Cluster object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from skyshift.activities.types import (
+        SIG_DELETE,
+        SIG_SPEC,
+        ClusterEvent,
+        ClusterInput,
+        ClusterJobsInput,
+        ClusterStatusPatch,
+        DeleteRequest,
+        RemoveObjectInput,
+        SpecChanged,
+        SyncInput,
+        SyncResult,
+        TeardownInput,
+        TeardownResult,
+        skylet_queue,
+    )
+    from skyshift.workflows.common import (
+        CLUSTER,
+        KIND,
+        PHASE,
+        SKYLET_RETRY,
+        STORE_RETRY,
+        STORE_TIMEOUT,
+        current_keywords,
+        permanent_cause,
+        upsert,
+        wait,
+    )
+
+TEARDOWN_TIMEOUT = timedelta(seconds=60)
+
+
+@workflow.defn(name="ClusterWorkflow")
+class ClusterWorkflow:
+    @workflow.init
+    def __init__(self, inp: ClusterInput) -> None:
+        self.inp = inp
+        self.phase = inp.phase
+        self.lost = list(inp.lost_jobs)
+        self.deleting = inp.deleting
+        self.spec_dirty = False
+        self.sa: dict[str, str] = {}
+
+    @workflow.signal(name=SIG_DELETE)
+    def delete(self, d: DeleteRequest) -> None:
+        if not d.uid or d.uid == self.inp.uid:
+            self.deleting = True
+
+    @workflow.signal(name=SIG_SPEC)
+    def spec_changed(self, _: SpecChanged) -> None:
+        self.spec_dirty = True
+
+    @workflow.query(name="phase")
+    def current_phase(self) -> str:
+        return self.phase
+
+    @workflow.run
+    async def run(self, inp: ClusterInput) -> str:
+        self.sa = current_keywords()
+        upsert([(KIND, "Cluster"), (CLUSTER, inp.name), (PHASE, self.phase)], self.sa)
+        while not self.deleting:
+            result = await self._sync()
+            if result is None:
+                continue  # cancelled for deletion
+            self.phase, self.lost = result.phase, result.lost_jobs
+            upsert([(PHASE, self.phase)], self.sa)
+            if result.permanent:
+                await wait(lambda: self.spec_dirty or self.deleting, None)
+                self.spec_dirty = False
+                continue
+            info = workflow.info()
+            if (
+                info.is_continue_as_new_suggested()
+                or info.get_current_history_length() >= inp.history_limit
+            ) and not self.deleting:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(ClusterInput(
+                    inp.name, inp.uid, self.phase, False, self.lost, inp.heartbeat_timeout,
+                    inp.sync_duration, inp.history_limit,
+                ))
+        return await self._teardown()
+
+    async def _sync(self) -> SyncResult | None:
+        inp = self.inp
+        task = asyncio.create_task(workflow.execute_activity(
+            "sync_cluster", SyncInput(inp.name, inp.uid, self.phase, self.lost, inp.sync_duration),
+            result_type=SyncResult, task_queue=skylet_queue(inp.name),
+            start_to_close_timeout=timedelta(seconds=inp.sync_duration + 60),
+            heartbeat_timeout=timedelta(seconds=inp.heartbeat_timeout),
+            retry_policy=SKYLET_RETRY,
+        ))
+        await workflow.wait_condition(lambda: task.done() or self.deleting)
+        if not task.done():
+            task.cancel()
+            return None
+        try:
+            result: SyncResult = task.result()
+            return result
+        except ActivityError as err:
+            why = permanent_cause(err) or str(err.cause or err)
+            msg = f"cannot attach cluster {inp.name}: {why}"
+            await workflow.execute_local_activity(
+                "write_cluster_status", ClusterStatusPatch(inp.name, inp.uid, "Error", msg),
+                start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+            )
+            return SyncResult("Error", msg, self.lost, permanent=True)
+
+    async def _teardown(self) -> str:
+        inp = self.inp
+        upsert([(PHASE, "Deleting")], self.sa)
+        told: list[str] = []
+        try:
+            result: TeardownResult = await workflow.execute_activity(
+                "teardown_cluster", TeardownInput(inp.name), result_type=TeardownResult,
+                task_queue=skylet_queue(inp.name), schedule_to_close_timeout=TEARDOWN_TIMEOUT,
+                retry_policy=SKYLET_RETRY,
+            )
+            told = result.jobs
+        except ActivityError as err:
+            workflow.logger.warning("teardown of cluster %s failed: %s", inp.name, err.cause)
+        event = ClusterEvent(inp.name, "deleted", f"cluster {inp.name} was deleted")
+        await workflow.execute_local_activity(
+            "notify_cluster_jobs", ClusterJobsInput(inp.name, event, told),
+            start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+        )
+        await workflow.execute_local_activity(
+            "remove_object", RemoveObjectInput("clusters", inp.name, inp.uid),
+            start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+        )
+        return "Deleted"

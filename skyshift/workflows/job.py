@@ -1,0 +1,395 @@
+"""JobWorkflow (``job/<ns>/<name>``): one job's lifecycle from queueing to removal.
+
+Pending -> Scheduled -> Running -> Succeeded | Failed, or Deleting at any time. The bookkeeping
+rules live in :mod:`skyshift.workflows.jobstate`; this module sequences them.
+
+What a job costs the Temporal server (the budget of DESIGN.md, "Performance budget"), for a
+one-replica job that runs to completion on a healthy cluster:
+
+* start (by the API) + workflow task 1, which runs a *local* activity that signal-with-starts the
+  scheduler with the job queued (a marker event, no task round trip);
+* placement signal (sent by the scheduler's batch activity, which also wrote status Scheduled)
+  -> workflow task 2, which schedules ONE submit activity on ``skylet-<cluster>``;
+* the submit activity creates the replica and itself writes status Running (the skylet sees it
+  start) -> workflow task 3 (phase Running in the search attributes; no etcd write here);
+* the replica ends: the skylet's sync signals once -> workflow task 4 writes Succeeded with a
+  local activity and completes.
+
+So: 4 workflow tasks, 1 activity task, 2 signals and 2 local activities per job; the scheduler's
+batch activity and task are shared by every job placed in the same round, and a running job
+costs nothing while nothing changes (the skylet polls per cluster, not per job). Restarts,
+failover and scaling add one submit (or delete) activity per affected cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from skyshift.activities.types import (
+        RUNNING,
+        SIG_CLUSTER,
+        SIG_DELETE,
+        SIG_ENSURE,
+        SIG_PLACED,
+        SIG_REPLICAS,
+        SIG_SPEC,
+        ClusterEvent,
+        DeleteReplicasInput,
+        DeleteRequest,
+        DequeueRequest,
+        EnqueueRequest,
+        JobInput,
+        JobRef,
+        JobState,
+        JobStatusPatch,
+        JobTemplate,
+        Placement,
+        ReadJobInput,
+        ReadJobResult,
+        RemoveObjectInput,
+        ReplicaRecord,
+        ReplicaReport,
+        ReplicaUpdate,
+        SpecChanged,
+        SubmitInput,
+        SubmitResult,
+        job_workflow_id,
+        skylet_queue,
+    )
+    from skyshift.scheduler.types import JobRequest
+    from skyshift.workflows import jobstate as js
+    from skyshift.workflows.common import (
+        CLUSTER,
+        PHASE,
+        SKYLET_RETRY,
+        SKYLET_TIMEOUT,
+        STORE_RETRY,
+        STORE_TIMEOUT,
+        current_keywords,
+        permanent_cause,
+        upsert,
+        wait,
+    )
+
+TERMINAL = ("Succeeded", "Failed")
+
+
+@workflow.defn(name="JobWorkflow")
+class JobWorkflow:
+    @workflow.init
+    def __init__(self, inp: JobInput) -> None:
+        self.inp = inp
+        self.t: JobTemplate = inp.template or JobTemplate()
+        self.s = inp.state or JobState(
+            phase=inp.phase, generation=inp.generation, deleting=inp.deleting
+        )
+        if inp.state is None and inp.phase not in TERMINAL:
+            self.s.replicas = [ReplicaRecord(r) for r in range(self.t.replicas)]
+        self.placements: list[Placement] = []
+        self.reports: list[ReplicaReport] = []
+        self.events: list[ClusterEvent] = []
+        self.results: list[tuple[str, SubmitResult]] = []
+        self.submits: dict[str, tuple[int, asyncio.Task[None]]] = {}
+        self.tokens = 0
+        self.background: set[asyncio.Task[bool]] = set()
+        self.fatal: str | None = inp.invalid or None
+        self.spec_dirty = False
+        self.status_dirty = False
+        self.successor: JobInput | None = None
+        self.sa: dict[str, str] = {}
+
+    # ---- signals and queries ----------------------------------------------------------------
+
+    @workflow.signal(name=SIG_PLACED)
+    def placed(self, p: Placement) -> None:
+        self.placements.append(p)
+
+    @workflow.signal(name=SIG_REPLICAS)
+    def replicas_changed(self, r: ReplicaReport) -> None:
+        self.reports.append(r)
+
+    @workflow.signal(name=SIG_CLUSTER)
+    def cluster_event(self, e: ClusterEvent) -> None:
+        self.events.append(e)
+
+    @workflow.signal(name=SIG_SPEC)
+    def spec_changed(self, _: SpecChanged) -> None:
+        self.spec_dirty = True
+
+    @workflow.signal(name=SIG_DELETE)
+    def delete(self, d: DeleteRequest) -> None:
+        if not d.uid or d.uid == self.inp.uid:
+            self.s.deleting = True
+
+    @workflow.signal(name=SIG_ENSURE)
+    def ensure(self, newer: JobInput) -> None:
+        """A newer object reuses the name: become its lifecycle once this one is torn down."""
+        if newer.uid != self.inp.uid:
+            self.successor = newer
+            self.s.deleting = True
+
+    @workflow.query(name="state")
+    def state(self) -> JobState:
+        return self.s
+
+    # ---- main loop --------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, inp: JobInput) -> str:
+        self.sa = current_keywords()
+        while True:
+            if self.s.deleting:
+                return await self._teardown()
+            if self.s.phase in TERMINAL:
+                return self.s.phase  # finished earlier (e.g. restarted by a spec change)
+            if self.spec_dirty:
+                await self._reload()
+            self._absorb()
+            if self.fatal is not None:
+                await self._finish("Failed", self.fatal)
+                continue
+            if (v := js.verdict(self.s, self.t)) is not None:
+                await self._finish(*v)
+                continue
+            await self._act()
+            if self._idle() and self._history_full():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                if self._idle():
+                    workflow.continue_as_new(self._carry())
+            await wait(self._has_input, self._timeout())
+
+    def _has_input(self) -> bool:
+        return bool(
+            self.placements or self.reports or self.events or self.results or self.spec_dirty
+            or self.s.deleting or self.fatal is not None or (js.to_submit(self.s)
+            and any(c not in self.submits for c in js.to_submit(self.s)))
+        )
+
+    def _timeout(self) -> timedelta | None:
+        now = workflow.now().timestamp()
+        due = js.next_restart(self.s)
+        if due is not None:
+            return timedelta(seconds=max(due - now, 0.001))
+        if self.s.awaiting:
+            left = self.s.requested_at + self.inp.config.requeue_after - now
+            return timedelta(seconds=max(left, 0.001))
+        return None
+
+    def _absorb(self) -> None:
+        """Fold every buffered signal and submit result into the state (pure bookkeeping)."""
+        now = workflow.now().timestamp()
+        for p in self.placements:
+            js.assign(self.s, p)
+        for cluster, result in self.results:
+            for u in result.updates:
+                self._apply(cluster, u, now)
+        for report in self.reports:
+            for u in report.updates:
+                self._apply(report.cluster, u, now)
+        for e in self.events:
+            self._cluster_event(e)
+        self.placements, self.results, self.reports, self.events = [], [], [], []
+        if self.s.phase in ("Pending", "Scheduled") and js.all_started(self.s):
+            self.s.phase = RUNNING  # the skylet already wrote Running to etcd
+
+    def _apply(self, cluster: str, u: ReplicaUpdate, now: float) -> None:
+        restarts = self.s.restarts
+        fatal = js.apply_update(self.s, self.t, self.inp.config, cluster, u, now)
+        if fatal is not None and self.fatal is None:
+            self.fatal = fatal
+        if self.s.restarts != restarts:
+            self.status_dirty = True
+
+    def _cluster_event(self, e: ClusterEvent) -> None:
+        if e.kind in ("lost", "deleted"):
+            entry = self.submits.pop(e.cluster, None)
+            if entry is not None:
+                entry[1].cancel()
+            if js.cluster_gone(self.s, self.inp, e.cluster, e.kind):
+                self.status_dirty = True
+            if e.kind == "deleted":
+                self.s.leftovers.pop(e.cluster, None)
+        elif e.kind == "recovered":
+            names = js.leftovers_to_delete(self.s, self.inp, e.cluster)
+            if names:
+                task = asyncio.create_task(self._delete(e.cluster, names))
+                self.background.add(task)
+                task.add_done_callback(self.background.discard)
+
+    async def _act(self) -> None:
+        now = workflow.now().timestamp()
+        js.due_restarts(self.s, now)
+        stale = self.s.awaiting and now - self.s.requested_at >= self.inp.config.requeue_after
+        if js.unplaced(self.s) and (not self.s.awaiting or stale):
+            await self._enqueue(now)
+        for cluster, recs in js.to_submit(self.s).items():
+            if cluster not in self.submits:
+                js.submitted(self.s, cluster, [r.rank for r in recs])
+                self.tokens += 1
+                task = asyncio.create_task(self._submit(cluster, recs, self.tokens))
+                self.submits[cluster] = (self.tokens, task)
+        if self.status_dirty:
+            self.status_dirty = False
+            await self._write(JobStatusPatch(
+                self.inp.namespace, self.inp.name, self.inp.uid, message=self.s.message,
+                restarts=self.s.restarts, placement=js.placement_of(self.s),
+            ))
+        self._search_attributes()
+
+    def _search_attributes(self) -> None:
+        values = [(PHASE, self.s.phase)]
+        if cluster := js.primary_cluster(self.s):
+            values.append((CLUSTER, cluster))
+        upsert(values, self.sa)
+
+    # ---- activities -------------------------------------------------------------------------
+
+    async def _enqueue(self, now: float) -> None:
+        self.s.seq += 1
+        self.s.awaiting, self.s.requested_at = self.s.seq, now
+        t = self.t
+        req = JobRequest(
+            key=f"{self.inp.namespace}/{self.inp.name}", uid=self.inp.uid,
+            namespace=self.inp.namespace, labels=dict(t.labels), priority=t.priority,
+            created=self.inp.created or now, replicas=len(js.unplaced(self.s)),
+            per_replica=t.resources, filters=list(t.filters), preferences=list(t.preferences),
+        )
+        current = js.placement_of(self.s)
+        wf_id = job_workflow_id(self.inp.namespace, self.inp.name)
+        await workflow.execute_local_activity(
+            "enqueue_job", EnqueueRequest(wf_id, self.s.seq, req, current),
+            start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+        )
+
+    async def _submit(self, cluster: str, recs: list[ReplicaRecord], token: int) -> None:
+        specs = [js.replica_spec(self.inp, self.t, r) for r in recs]
+        ref = JobRef(self.inp.namespace, self.inp.name, self.inp.uid)
+        try:
+            result = await workflow.execute_activity(
+                "submit_replicas", SubmitInput(ref, cluster, specs), result_type=SubmitResult,
+                task_queue=skylet_queue(cluster), start_to_close_timeout=SKYLET_TIMEOUT,
+                retry_policy=SKYLET_RETRY,
+            )
+            self.results.append((cluster, result))
+        except ActivityError as err:
+            why = permanent_cause(err)
+            if why is not None and self.fatal is None:
+                self.fatal = f"cannot run on cluster {cluster}: {why}"
+        except asyncio.CancelledError:
+            pass  # the cluster was lost: its replicas are being placed elsewhere
+        finally:
+            if self.submits.get(cluster, (0, None))[0] == token:
+                del self.submits[cluster]
+
+    async def _delete(self, cluster: str, names: list[str], uid: str = "") -> bool:
+        try:
+            await workflow.execute_activity(
+                "delete_replicas", DeleteReplicasInput(cluster, uid, names),
+                task_queue=skylet_queue(cluster), start_to_close_timeout=SKYLET_TIMEOUT,
+                schedule_to_close_timeout=timedelta(seconds=self.inp.config.teardown_timeout),
+                retry_policy=SKYLET_RETRY,
+            )
+            return True
+        except ActivityError as err:
+            workflow.logger.warning("delete on %s failed: %s", cluster, err.cause or err)
+            return False
+
+    async def _write(self, patch: JobStatusPatch) -> None:
+        await workflow.execute_local_activity(
+            "write_job_status", patch, start_to_close_timeout=STORE_TIMEOUT,
+            retry_policy=STORE_RETRY,
+        )
+
+    async def _reload(self) -> None:
+        self.spec_dirty = False
+        got: ReadJobResult = await workflow.execute_local_activity(
+            "read_job", ReadJobInput(self.inp.namespace, self.inp.name, self.inp.uid),
+            result_type=ReadJobResult, start_to_close_timeout=STORE_TIMEOUT,
+            retry_policy=STORE_RETRY,
+        )
+        if not got.found or got.deleting:
+            self.s.deleting = True
+            return
+        if got.invalid or got.template is None:
+            self.fatal = got.invalid or "invalid job spec"
+            return
+        self.t, self.s.generation = got.template, got.generation
+        doomed = js.scale(self.s, self.inp, self.t.replicas)
+        await asyncio.gather(*(self._delete(c, names) for c, names in doomed.items()))
+        await self._write(JobStatusPatch(
+            self.inp.namespace, self.inp.name, self.inp.uid, observed_generation=got.generation,
+            placement=js.placement_of(self.s),
+        ))
+
+    # ---- endings ----------------------------------------------------------------------------
+
+    async def _finish(self, phase: str, message: str) -> None:
+        if phase == "Failed":
+            live = js.live_by_cluster(self.s, self.inp)
+            for _, task in list(self.submits.values()):
+                task.cancel()
+            await asyncio.gather(*(self._delete(c, names) for c, names in live.items()))
+        self.s.phase, self.s.message = phase, message
+        await self._write(JobStatusPatch(
+            self.inp.namespace, self.inp.name, self.inp.uid, phase=phase, message=message,
+            restarts=self.s.restarts, placement=js.placement_of(self.s),
+            replica_status=js.counts_by_cluster(self.s), finished=True,
+        ))
+        self._search_attributes()
+        self.fatal = None
+        await workflow.wait_condition(workflow.all_handlers_finished)
+
+    async def _teardown(self) -> str:
+        """Delete every replica everywhere, then remove the object (finalizer), then end."""
+        if self.s.awaiting:
+            await workflow.execute_local_activity(
+                "dequeue_job", DequeueRequest(f"{self.inp.namespace}/{self.inp.name}",
+                                              self.inp.uid),
+                start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+            )
+        for _, task in list(self.submits.values()):
+            task.cancel()
+        await workflow.wait_condition(lambda: not self.submits)
+        clusters = {r.cluster for r in self.s.replicas if r.cluster}
+        clusters |= set(self.s.leftovers) | set(self.inp.clusters)
+        upsert([(PHASE, "Deleting")], self.sa)
+        await asyncio.gather(
+            *(self._delete(c, [], self.inp.uid) for c in sorted(clusters))
+        )
+        await workflow.execute_local_activity(
+            "remove_object",
+            RemoveObjectInput("jobs", self.inp.name, self.inp.uid, self.inp.namespace),
+            start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+        )
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if self.successor is not None:
+            workflow.continue_as_new(self.successor)
+        return "Deleted"
+
+    # ---- continue-as-new --------------------------------------------------------------------
+
+    def _idle(self) -> bool:
+        return not (
+            self.submits or self.background or self.placements or self.reports or self.events
+            or self.results or self.spec_dirty or self.s.deleting or self.successor or self.fatal
+        )
+
+    def _history_full(self) -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() >= self.inp.config.history_limit
+        )
+
+    def _carry(self) -> JobInput:
+        inp = self.inp
+        return JobInput(
+            namespace=inp.namespace, name=inp.name, uid=inp.uid, generation=self.s.generation,
+            created=inp.created, template=self.t, phase=self.s.phase, clusters=inp.clusters,
+            state=self.s, config=inp.config,
+        )

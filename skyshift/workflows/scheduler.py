@@ -1,0 +1,159 @@
+"""SchedulerWorkflow (id ``scheduler``): the one queue of jobs waiting for a placement.
+
+Jobs arrive by signal-with-start (``enqueue``), so the scheduler exists as soon as one job does.
+Each round takes the queued jobs that have not been tried against the current capacity, highest
+priority first then oldest, and hands them all to ONE ``place_batch`` activity, which places them
+against the clusters' allocatable capacity minus the reservations held here, writes their status
+and signals each placed job. A job that fits nowhere stays queued (its reasons are in its status,
+never Failed) and is tried again only when capacity is freed (a cluster's ``capacity`` signal or
+an expired reservation), so an idle queue costs nothing.
+
+Reservations: every placement is held here until the cluster reports (``capacity`` signal with
+``seen_uids``) that its allocatable now accounts for that job, or until ``reservation_ttl``; that
+is what keeps a burst of concurrent submissions from overcommitting a cluster between two of its
+capacity reports. State is one dataclass, carried over continue-as-new.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from skyshift.activities.types import (
+        SIG_CAPACITY,
+        SIG_DEQUEUE,
+        SIG_ENQUEUE,
+        CapacityChanged,
+        DequeueRequest,
+        EnqueueRequest,
+        PlaceBatchInput,
+        PlaceBatchResult,
+        QueueEntry,
+        Reservation,
+        SchedulerInput,
+        SchedulerState,
+    )
+    from skyshift.workflows.common import KIND, STORE_RETRY, current_keywords, upsert, wait
+
+PLACE_TIMEOUT = timedelta(seconds=120)
+RETRY_DELAY = 2.0  # seconds before a job whose placement could not be delivered is tried again
+
+
+def order(e: QueueEntry) -> tuple[int, float, str]:
+    r = e.req.request
+    return (-r.priority, r.created, r.key)
+
+
+@workflow.defn(name="SchedulerWorkflow")
+class SchedulerWorkflow:
+    @workflow.init
+    def __init__(self, inp: SchedulerInput) -> None:
+        st = inp.state or SchedulerState()
+        self.cfg = inp.config
+        self.queue: dict[str, QueueEntry] = {e.req.request.key: e for e in st.queue}
+        self.reservations: list[Reservation] = list(st.reservations)
+        self.epoch = st.epoch
+
+    @workflow.signal(name=SIG_ENQUEUE)
+    def enqueue(self, req: EnqueueRequest) -> None:
+        key = req.request.key
+        old = self.queue.get(key)
+        if old and old.req.request.uid == req.request.uid and old.req.seq >= req.seq:
+            return  # a duplicate (retried enqueue)
+        self.queue[key] = QueueEntry(req, last_message=old.last_message if old else "")
+
+    @workflow.signal(name=SIG_DEQUEUE)
+    def dequeue(self, req: DequeueRequest) -> None:
+        entry = self.queue.get(req.key)
+        if entry and (not req.uid or entry.req.request.uid == req.uid):
+            del self.queue[req.key]
+        self._release(lambda r: r.key == req.key and (not req.uid or r.uid == req.uid))
+
+    @workflow.signal(name=SIG_CAPACITY)
+    def capacity(self, c: CapacityChanged) -> None:
+        seen = set(c.seen_uids)
+        self._release(lambda r: r.cluster == c.cluster and r.uid in seen, bump=False)
+        if c.freed:
+            self.epoch += 1
+
+    @workflow.query(name="state")
+    def state(self) -> SchedulerState:
+        return SchedulerState(list(self.queue.values()), list(self.reservations), self.epoch)
+
+    def _release(self, match: object, bump: bool = True) -> None:
+        assert callable(match)
+        kept = [r for r in self.reservations if not match(r)]
+        if len(kept) != len(self.reservations) and bump:
+            self.epoch += 1
+        self.reservations = kept
+
+    def _due(self) -> list[QueueEntry]:
+        now = workflow.now().timestamp()
+        return sorted(
+            (e for e in self.queue.values() if e.tried_epoch < self.epoch and e.not_before <= now),
+            key=order,
+        )
+
+    def _expire(self) -> None:
+        now = workflow.now().timestamp()
+        self._release(lambda r: now - r.placed_at >= self.cfg.reservation_ttl)
+
+    def _next_wakeup(self) -> timedelta | None:
+        """When an expiring reservation or a delayed retry may make a queued job placeable."""
+        if not self.queue:
+            return None
+        times = [e.not_before for e in self.queue.values() if e.not_before > 0]
+        if self.reservations:
+            times.append(min(r.placed_at for r in self.reservations) + self.cfg.reservation_ttl)
+        if not times:
+            return None
+        return timedelta(seconds=max(min(times) - workflow.now().timestamp(), 0.001))
+
+    @workflow.run
+    async def run(self, inp: SchedulerInput) -> None:
+        upsert([(KIND, "Scheduler")], current_keywords())
+        while True:
+            await wait(lambda: bool(self._due()), self._next_wakeup())
+            self._expire()
+            batch = self._due()[: self.cfg.max_batch]
+            if batch:
+                await self._place(batch)
+            info = workflow.info()
+            if (
+                info.is_continue_as_new_suggested()
+                or info.get_current_history_length() >= self.cfg.history_limit
+            ):
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(SchedulerInput(self.state(), self.cfg))
+
+    async def _place(self, batch: list[QueueEntry]) -> None:
+        epoch = self.epoch
+        result: PlaceBatchResult = await workflow.execute_activity(
+            "place_batch", PlaceBatchInput(batch, list(self.reservations)),
+            result_type=PlaceBatchResult, start_to_close_timeout=PLACE_TIMEOUT,
+            retry_policy=STORE_RETRY,
+        )
+        now = workflow.now().timestamp()
+        sent = {e.req.request.key: e for e in batch}
+        for out in result.outcomes:
+            entry = self.queue.get(out.key)
+            current = entry is not None and entry.req.seq == out.seq and (
+                entry.req.request.uid == out.uid
+            )
+            if out.status == "placed":
+                per = sent[out.key].req.request.per_replica
+                self.reservations += [
+                    Reservation(out.uid, out.key, cluster, per, n, now)
+                    for cluster, n in out.assignments.items()
+                ]
+                if current:
+                    del self.queue[out.key]
+            elif out.status == "gone":
+                if current:
+                    del self.queue[out.key]
+            elif current and entry is not None:
+                entry.last_message = out.message
+                entry.tried_epoch = epoch if out.status == "pending" else -1
+                entry.not_before = now + RETRY_DELAY if out.status == "undelivered" else 0.0

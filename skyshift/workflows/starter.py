@@ -1,0 +1,154 @@
+"""The API's entry points into the lifecycle plane (Temporal client calls only, no etcd).
+
+``ensure_lifecycle`` / ``notify_spec_changed`` / ``notify_deleting`` are all signal-with-start
+with id-conflict policy USE_EXISTING (a missing or finished workflow is started, a running one is
+signalled), so each is idempotent, a crash between the etcd write and the call is repaired by
+the reconciler doing the same call, and a finished job can still be deleted. Job workflows get
+the ``ensure`` signal carrying the object's uid: a workflow still tearing down an older object of
+the same name hands over to the new one (continue-as-new) instead of swallowing it.
+
+``fetch_logs`` / ``exec_in_replica`` run a short ReplicaOpWorkflow that calls the replica's
+cluster. Errors are the compat ones (``NotFound``, ``Unsupported``, ``Transient``), which the
+API maps to HTTP statuses.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+
+from skyshift.activities.convert import cluster_input, job_input, status_clusters
+from skyshift.activities.types import (
+    CONTROL_QUEUE,
+    SIG_DELETE,
+    SIG_ENSURE,
+    SIG_SPEC,
+    DeleteRequest,
+    ReplicaOpInput,
+    ReplicaOpResult,
+    SpecChanged,
+    cluster_workflow_id,
+    job_workflow_id,
+    replica_name,
+)
+from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
+from skyshift.workflows.common import CLUSTER, KIND, NAMESPACE, PHASE
+
+Obj = dict[str, Any]
+OP_TIMEOUT = timedelta(seconds=120)
+
+
+def _meta(obj: Obj) -> dict[str, Any]:
+    return dict(obj.get("metadata") or {})
+
+
+async def _signal_with_start(client: Client, obj: Obj, signal: str, payload: Any) -> str:
+    kind, meta = obj.get("kind"), _meta(obj)
+    phase = str((obj.get("status") or {}).get("phase") or "")
+    if kind == "Job":
+        inp: Any = job_input(obj)
+        wf_id, wf_type = job_workflow_id(inp.namespace, inp.name), "JobWorkflow"
+        attrs = [SearchAttributePair(KIND, "Job"), SearchAttributePair(NAMESPACE, inp.namespace),
+                 SearchAttributePair(PHASE, phase or "Pending")]
+    elif kind == "Cluster":
+        inp = cluster_input(obj)
+        wf_id, wf_type = cluster_workflow_id(inp.name), "ClusterWorkflow"
+        attrs = [SearchAttributePair(KIND, "Cluster"), SearchAttributePair(CLUSTER, inp.name),
+                 SearchAttributePair(PHASE, phase or "Init")]
+    else:
+        raise ValueError(f"{kind} has no lifecycle workflow")
+    await client.start_workflow(
+        wf_type, inp, id=wf_id, task_queue=CONTROL_QUEUE,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        memo={"uid": meta.get("uid") or ""},
+        search_attributes=TypedSearchAttributes(attrs),
+        start_signal=signal, start_signal_args=[payload],
+    )
+    return wf_id
+
+
+async def ensure_lifecycle(client: Client, obj: Obj) -> str:
+    """Make sure the object's workflow runs (start it, or attach to the running one)."""
+    if obj.get("kind") == "Job":
+        return await _signal_with_start(client, obj, SIG_ENSURE, job_input(obj))
+    return await _signal_with_start(client, obj, SIG_SPEC, SpecChanged(_generation(obj)))
+
+
+async def notify_spec_changed(client: Client, obj: Obj) -> None:
+    await _signal_with_start(client, obj, SIG_SPEC, SpecChanged(_generation(obj)))
+
+
+async def notify_deleting(client: Client, obj: Obj) -> None:
+    """deletionTimestamp is set: tear down everywhere, then remove the object."""
+    if obj.get("kind") == "Job":
+        await _signal_with_start(client, obj, SIG_ENSURE, job_input(obj))
+    else:
+        await _signal_with_start(client, obj, SIG_DELETE, DeleteRequest(_meta(obj).get("uid", "")))
+
+
+def _generation(obj: Obj) -> int:
+    return int(_meta(obj).get("generation") or 0)
+
+
+async def _run_op(client: Client, job: Obj, inp: ReplicaOpInput) -> ReplicaOpResult:
+    meta = _meta(job)
+    op_id = f"op/{meta.get('namespace') or 'default'}/{meta.get('name')}/{uuid.uuid4().hex[:12]}"
+    result: ReplicaOpResult = await client.execute_workflow(
+        "ReplicaOpWorkflow", inp, id=op_id, task_queue=CONTROL_QUEUE,
+        result_type=ReplicaOpResult, execution_timeout=OP_TIMEOUT,
+    )
+    return result
+
+
+def _names(job: Obj, rank: int | None) -> list[str]:
+    meta = _meta(job)
+    name, uid = str(meta.get("name")), str(meta.get("uid") or "")
+    if rank is not None:
+        return [replica_name(name, uid, rank)]
+    replicas = int((job.get("spec") or {}).get("replicas", 1))
+    return [replica_name(name, uid, r) for r in range(replicas)]
+
+
+def _raise(error: str) -> None:
+    kind, _, message = error.partition(": ")
+    cls = {"NotFound": NotFound, "Unsupported": Unsupported, "Permanent": Permanent}.get(
+        kind, Transient)
+    raise cls(message or error)
+
+
+async def fetch_logs(client: Client, job: Obj, tail: int | None, rank: int | None) -> str:
+    """Output of one replica (``rank``) or of all of them, each under a ``==> name <==`` line."""
+    clusters = status_clusters(job)
+    if not clusters:
+        raise NotFound(f"job {_meta(job).get('name')} has no replicas on any cluster yet")
+    names = _names(job, rank)
+    res = await _run_op(client, job, ReplicaOpInput("logs", clusters, names, tail))
+    if not res.found:
+        _raise(res.error or "NotFound: no replica found")
+    if rank is not None:
+        return res.found[names[0]]
+    return "".join(f"==> {n} <==\n{res.found[n]}" for n in names if n in res.found)
+
+
+async def exec_in_replica(
+    client: Client, job: Obj, command: list[str], rank: int
+) -> dict[str, Any]:
+    clusters = status_clusters(job)
+    if not clusters:
+        raise NotFound(f"job {_meta(job).get('name')} has no replicas on any cluster yet")
+    res = await _run_op(
+        client, job, ReplicaOpInput("exec", clusters, _names(job, rank), command=command)
+    )
+    if res.exit_code is None:
+        _raise(res.error or "NotFound: no replica found")
+    return {"exit_code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr}
