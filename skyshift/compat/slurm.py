@@ -17,6 +17,8 @@ Config (``Cluster.spec.config``)::
     container_runtime ``apptainer`` or ``singularity`` to run ``image`` in a container; without it
                       ``image`` is ignored and the command runs on the node as is (never docker)
     command_timeout   seconds before a Slurm command counts as hung -> Transient [default 60]
+    delete_wait       at most this many seconds a delete waits for Slurm to release the
+                      cancelled jobs' resources [default 15]
 
 How replicas map onto Slurm: one batch job per replica, ``--job-name=<replica name>`` and
 ``--comment=skyshift:v1;uid=..;ns=..;job=..;rank=..;attempt=..`` (the marker: jobs without it are
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,6 +136,7 @@ class SlurmConfig:
     sbatch_args: list[str] = field(default_factory=list)
     container_runtime: str = ""
     command_timeout: float = 60.0
+    delete_wait: float = 15.0
     labels: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -182,6 +186,7 @@ class SlurmConfig:
             sbatch_args=list(extra),
             container_runtime=runtime,
             command_timeout=number("command_timeout", 60.0, 1.0),
+            delete_wait=number("delete_wait", 15.0, 0.0),
             labels={str(k): str(v) for k, v in labels.items()},
         )
 
@@ -271,7 +276,13 @@ class SlurmManager:
                 self._squeue(), self._records(), self._nodes())
             for spec in replicas:
                 self._check_fits(spec, nodes)
-            return [await self._submit_one(spec, jobs, records, max_id) for spec in replicas]
+            done: dict[str, ReplicaStatus] = {}
+            out = []
+            for spec in replicas:  # the same name twice in one batch is submitted once
+                if spec.name not in done:
+                    done[spec.name] = await self._submit_one(spec, jobs, records, max_id)
+                out.append(done[spec.name])
+            return out
 
     async def replicas(self) -> list[ReplicaStatus]:
         await self.connect()
@@ -346,14 +357,14 @@ class SlurmManager:
             raise classify(what or argv[0], result.rc, result.stderr, self.name)
         return result.stdout
 
-    async def _squeue(self) -> tuple[list[SlurmJob], int]:
+    async def _squeue(self, prune: bool = True) -> tuple[list[SlurmJob], int]:
         """SkyShift's jobs, and the highest job id Slurm showed (any job)."""
         doc = load_json(await self._cmd(["squeue", "--json"]), f"squeue on cluster {self.name}")
         jobs = parse_jobs(doc)
         ids = [j.get("job_id") for j in doc.get("jobs") or [] if isinstance(j, dict)]
         max_id = max((i for i in ids if isinstance(i, int)), default=0)
-        present = {j.job_id for j in jobs}
-        self._deleted &= present  # forget tombstones of jobs Slurm no longer shows
+        if prune:  # forget tombstones of jobs Slurm no longer shows
+            self._deleted &= {j.job_id for j in jobs}
         return jobs, max_id
 
     async def _records(self) -> dict[str, Record]:
@@ -481,9 +492,18 @@ class SlurmManager:
         )
 
     async def _scancel(self, ids: list[int]) -> None:
+        """Cancel, then wait (bounded) until Slurm has released the jobs' resources, so that
+        capacity read right after a delete does not still count them."""
         self._deleted.update(ids)
         with contextlib.suppress(NotFound):  # ended meanwhile
             await self._cmd(["scancel", *[str(i) for i in ids]])
+        wanted = set(ids)
+        deadline = time.monotonic() + self.config.delete_wait
+        while time.monotonic() < deadline:
+            jobs, _ = await self._squeue(prune=False)
+            if not any(j.live for j in jobs if j.job_id in wanted):
+                return
+            await asyncio.sleep(0.1)
 
     async def _delete(self, match: Callable[[ReplicaMeta], bool], names: set[str]) -> list[str]:
         await self.connect()

@@ -32,6 +32,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -203,6 +204,8 @@ class SimSlurmCluster:
     node_memory: int
     munge_socket: Path
     min_job_age: int = 300
+    node_gpus: int = 0  # fake GPUs per node (gres without device files: placement only)
+    gpu_type: str = "simgpu"
     # Slurm's default batch_sched_delay=3 holds new batch jobs up to 3 s before the scheduler
     # looks at them (measured here: ~2.5 s from sbatch to R, ~0.5 s with the delay at 0)
     scheduler_parameters: str = "batch_sched_delay=0"
@@ -229,9 +232,14 @@ class SimSlurmCluster:
         for sub in ("state", "spool", "log", "run", "work"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         r = self.root
+        gres = ""
+        if self.node_gpus > 0:
+            gres = f" Gres=gpu:{self.gpu_type}:{self.node_gpus}"
+            self._write_gres()
         lines = [
             f"# simulated cluster {self.name}, written by skyshift.devstack.sim_slurm",
             f"ClusterName={self.name}",
+            *(["GresTypes=gpu"] if self.node_gpus > 0 else []),
             f"SlurmctldHost={self.hostname}(127.0.0.1)",
             f"SlurmctldPort={self.ctld_port}",
             f"SlurmdPort={self.node_ports[0]}",
@@ -269,12 +277,29 @@ class SimSlurmCluster:
         for node, port in zip(self.nodes, self.node_ports, strict=True):
             lines.append(
                 f"NodeName={node} NodeHostname={self.hostname} NodeAddr=127.0.0.1 Port={port} "
-                f"CPUs={self.node_cpus} RealMemory={self.node_memory} State=UNKNOWN"
+                f"CPUs={self.node_cpus} RealMemory={self.node_memory}{gres} State=UNKNOWN"
             )
         lines.append("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
         self.conf.write_text("\n".join(lines) + "\n")
         meta = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
         (self.root / META_FILE).write_text(json.dumps(meta, indent=1))
+
+    def _write_gres(self) -> None:
+        """Fake GPUs: slurmd insists on a character device per GPU (a regular file is refused,
+        ``Count=`` alone reports 0), so each is a node with /dev/null's numbers (1, 3)."""
+        lines = ["AutoDetect=off"]
+        for node in self.nodes:
+            dev = self.root / "dev" / node
+            dev.mkdir(parents=True, exist_ok=True)
+            for i in range(self.node_gpus):
+                path = dev / f"gpu{i}"
+                if not path.exists():
+                    os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+            files = f"gpu[0-{self.node_gpus - 1}]" if self.node_gpus > 1 else "gpu0"
+            lines.append(
+                f"NodeName={node} Name=gpu Type={self.gpu_type} File={dev}/{files}"
+            )
+        (self.root / "gres.conf").write_text("\n".join(lines) + "\n")
 
     @classmethod
     def load(cls, root: Path) -> SimSlurmCluster:
@@ -454,6 +479,7 @@ def start_slurm_clusters(
     node_memory: int = 4000,
     prefix: str = "slurm",
     min_job_age: int = 300,
+    node_gpus: int = 0,
     scheduler_parameters: str = "batch_sched_delay=0",
     progress: Progress | None = None,
 ) -> list[SimSlurmCluster]:
@@ -484,7 +510,7 @@ def start_slurm_clusters(
             name=name, root=home / name, nodes=[f"{name}-n{j}" for j in range(1, nodes + 1)],
             ctld_port=ports[0], node_ports=ports[1:], node_cpus=node_cpus,
             node_memory=node_memory, munge_socket=munge.socket, min_job_age=min_job_age,
-            scheduler_parameters=scheduler_parameters,
+            scheduler_parameters=scheduler_parameters, node_gpus=node_gpus,
         )
         cluster.write_conf()
         if progress:
@@ -543,13 +569,16 @@ def slurm() -> None:
 @click.option("--node-cpus", type=click.IntRange(1), default=4, show_default=True)
 @click.option("--node-memory", type=click.IntRange(1), default=4000, show_default=True,
               help="MB per node.")
+@click.option("--node-gpus", type=click.IntRange(0), default=0, show_default=True,
+              help="Fake GPUs per node (a gres Slurm schedules; no devices behind it).")
 @_home_option
-def up(clusters: int, nodes: int, node_cpus: int, node_memory: int, home: Path | None) -> None:
+def up(clusters: int, nodes: int, node_cpus: int, node_memory: int, node_gpus: int,
+       home: Path | None) -> None:
     """Start the clusters (a second `up` reuses the running ones)."""
     try:
         started = start_slurm_clusters(
             home, clusters=clusters, nodes=nodes, node_cpus=node_cpus,
-            node_memory=node_memory, progress=click.echo,
+            node_memory=node_memory, node_gpus=node_gpus, progress=click.echo,
         )
     except SimSlurmError as exc:
         raise click.ClickException(str(exc)) from exc
