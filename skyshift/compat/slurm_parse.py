@@ -435,7 +435,9 @@ def batch_script(spec: ReplicaSpec, opts: SubmitOptions) -> str:
         f"# SkyShift replica {spec.name}: job {spec.namespace}/{spec.job_name} rank {spec.rank}"
         f" attempt {spec.attempt}",
     ]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in replica_env(spec).items()]
+    env = replica_env(spec)
+    lines.append(_ENV_LINE + json.dumps(env, separators=(",", ":")))  # read back by exec
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
     lines += [
         command_line(spec, opts.container_runtime),
         "rc=$?",
@@ -447,21 +449,21 @@ def batch_script(spec: ReplicaSpec, opts: SubmitOptions) -> str:
     return "\n".join(lines) + "\n"
 
 
+_ENV_LINE = "# skyshift-env: "
+
+
 def parse_exports(script: str) -> dict[str, str]:
-    """The ``export K=V`` lines of a batch script written by :func:`batch_script`."""
-    env = {}
+    """The replica's env vars, from the JSON comment :func:`batch_script` writes (values may
+    hold newlines, so the ``export`` lines themselves are not parsed)."""
     for line in script.splitlines():
-        if not line.startswith("export "):
-            continue
-        try:
-            words = shlex.split(line[len("export "):])
-        except ValueError:
-            continue
-        for word in words:
-            key, sep, value = word.partition("=")
-            if sep and _ENV_NAME.match(key):
-                env[key] = value
-    return env
+        if line.startswith(_ENV_LINE):
+            try:
+                env = json.loads(line[len(_ENV_LINE):])
+            except ValueError:
+                return {}
+            if isinstance(env, dict):
+                return {str(k): str(v) for k, v in env.items() if _ENV_NAME.match(str(k))}
+    return {}
 
 
 _SRUN_NOISE = re.compile(r"^srun: error: \S+: task \d+: (Exited with exit code \d+|Killed)\s*$")
