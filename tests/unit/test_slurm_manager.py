@@ -1,0 +1,342 @@
+"""SlurmManager logic over a scripted runner: merging squeue with the workdir records,
+adoption on retries, restarts, tombstones after delete, error mapping, SSH failures.
+
+The squeue entries are the recorded ones from test_slurm_data/squeue.json, edited per test.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skyshift.compat import slurm_runner
+from skyshift.compat.errors import Permanent, Transient
+from skyshift.compat.slurm import SlurmManager
+from skyshift.compat.slurm_parse import ReplicaMeta
+from skyshift.compat.slurm_runner import Result, SshRunner
+from skyshift.compat.types import FAILED, PENDING, RUNNING, SUCCEEDED, ReplicaSpec
+
+DATA = Path(__file__).parent / "test_slurm_data"
+SQUEUE = json.loads((DATA / "squeue.json").read_text())
+SINFO = (DATA / "sinfo.json").read_text()
+UID = "abcdef12-0000"
+
+
+def template(rank: int) -> dict[str, Any]:
+    return copy.deepcopy(next(j for j in SQUEUE["jobs"] if j["name"] == f"rec-abcdef12-{rank}"))
+
+
+def job(name: str, job_id: int, state: str, attempt: int = 0, uid: str = UID,
+        wait_status: int = 0) -> dict[str, Any]:
+    raw = template({"RUNNING": 3, "PENDING": 5, "COMPLETED": 0, "FAILED": 1,
+                    "CANCELLED": 4}.get(state, 3))
+    meta = ReplicaMeta(name, uid, "default", "rec", int(name.rsplit("-", 1)[1]), attempt)
+    raw.update(job_id=job_id, name=name, job_state=state, comment=meta.comment(),
+               exit_code=wait_status)
+    return raw
+
+
+def record(name: str, job_id: int, attempt: int = 0, exit_code: int | None = None,
+           exit_job: int | None = None) -> str:
+    meta = ReplicaMeta(name, UID, "default", "rec", int(name.rsplit("-", 1)[1]), attempt)
+    out = f"./{name}.job:{meta.to_json()}\n./{name}.job:{job_id}\n"
+    if exit_code is not None:
+        out += f"./{name}.exit:{exit_job or job_id} {exit_code} 1795305661\n"
+    return out
+
+
+class FakeRunner:
+    """Answers the adapter's commands from in-memory state and records every call."""
+
+    def __init__(self) -> None:
+        self.jobs: list[dict[str, Any]] = []
+        self.records = ""
+        self.calls: list[list[str]] = []
+        self.next_id = 100
+        self.squeue_errors: list[dict[str, Any]] = []
+        self.sbatch_result: Result | None = None
+
+    async def run(self, argv: list[str], stdin: bytes | None = None,
+                  timeout: float = 60.0) -> Result:
+        self.calls.append(argv)
+        if argv[:2] == ["sinfo", "-h"]:
+            return Result(0, "debug*\n", "")
+        if argv[:2] == ["sinfo", "--json"]:
+            return Result(0, SINFO, "")
+        if argv[:2] == ["squeue", "--json"]:
+            doc = {"meta": SQUEUE["meta"], "errors": self.squeue_errors, "jobs": self.jobs}
+            return Result(0, json.dumps(doc), "")
+        if argv[0] == "scancel":
+            ids = {int(a) for a in argv[1:]}
+            for j in self.jobs:
+                if j["job_id"] in ids:
+                    j["job_state"] = "CANCELLED"
+            return Result(0, "", "")
+        if argv[:2] == ["sh", "-c"]:
+            script, args = argv[2], argv[4:]
+            if "pwd -P" in script:
+                return Result(0, "/work/dir\n", "")
+            if "find . -maxdepth 1" in script:
+                return Result(0, self.records, "")
+            if "sbatch" in script:
+                if self.sbatch_result is not None:
+                    return self.sbatch_result
+                name, meta = args[1], ReplicaMeta.from_json(args[3])
+                assert meta is not None and stdin is not None
+                self.next_id += 1
+                self.jobs.append(job(name, self.next_id, "PENDING", meta.attempt))
+                return Result(0, f"{self.next_id}\n", "")
+            if "rm -f" in script:
+                gone = set(args[1:])
+                self.records = "".join(
+                    line for line in self.records.splitlines(keepends=True)
+                    if line[2:].split(".", 1)[0] not in gone
+                )
+            return Result(0, "", "")  # record writes
+        raise AssertionError(f"unexpected command {argv}")
+
+    async def close(self) -> None:
+        return None
+
+    def count(self, *prefix: str) -> int:
+        return sum(1 for c in self.calls if c[: len(prefix)] == list(prefix))
+
+    def sbatch_calls(self) -> list[list[str]]:
+        return [c for c in self.calls if c[:2] == ["sh", "-c"] and "sbatch" in c[2]]
+
+
+@pytest.fixture
+def runner() -> FakeRunner:
+    return FakeRunner()
+
+
+@pytest.fixture
+def manager(runner: FakeRunner) -> SlurmManager:
+    m = SlurmManager("c1", {"workdir": "w"})
+    m.runner = runner  # type: ignore[assignment]
+    return m
+
+
+def spec(rank: int = 0, attempt: int = 0, uid: str = UID, run: str = "true") -> ReplicaSpec:
+    return ReplicaSpec(name=f"rec-abcdef12-{rank}", job_name="rec", namespace="default",
+                       job_uid=uid, rank=rank, run=run, attempt=attempt)
+
+
+async def states(manager: SlurmManager) -> dict[str, tuple[str, int | None, str]]:
+    return {s.name: (s.state, s.exit_code, s.reason) for s in await manager.replicas()}
+
+
+async def test_connect_resolves_workdir_and_default_partition(manager: SlurmManager) -> None:
+    await manager.connect()
+    assert manager.workdir == "/work/dir" and manager.partition == "debug"
+
+
+async def test_replicas_is_one_squeue_call(manager: SlurmManager, runner: FakeRunner) -> None:
+    runner.jobs = [job(f"rec-abcdef12-{i}", 10 + i, "RUNNING") for i in range(5)]
+    await manager.connect()
+    assert len(await manager.replicas()) == 5
+    assert runner.count("squeue") == 1
+
+
+async def test_finished_replicas_outlive_squeue(manager: SlurmManager, runner: FakeRunner) -> None:
+    """MinJobAge passed: squeue forgot the jobs, the records did not."""
+    runner.jobs = [job("rec-abcdef12-9", 50, "RUNNING")]  # max job id seen: 50
+    runner.records = (record("rec-abcdef12-0", 10, exit_code=0)
+                      + record("rec-abcdef12-1", 11, exit_code=3)
+                      + record("rec-abcdef12-2", 12)            # no exit: cancelled or lost
+                      + record("rec-abcdef12-3", 13, exit_code=0, exit_job=9)  # stale exit
+                      + record("rec-abcdef12-4", 51))           # newer than the snapshot
+    got = await states(manager)
+    assert got["rec-abcdef12-0"] == (SUCCEEDED, 0, "Completed")
+    assert got["rec-abcdef12-1"] == (FAILED, 3, "Error")
+    assert got["rec-abcdef12-2"][0] == FAILED and got["rec-abcdef12-2"][2] == "Lost"
+    assert got["rec-abcdef12-3"][2] == "Lost"
+    assert got["rec-abcdef12-4"][0] == PENDING
+    assert got["rec-abcdef12-9"][0] == RUNNING  # live job without a record: still listed
+
+
+async def test_finished_job_without_record_is_not_listed(
+    manager: SlurmManager, runner: FakeRunner,
+) -> None:
+    runner.jobs = [job("rec-abcdef12-0", 10, "COMPLETED")]
+    assert await manager.replicas() == []
+
+
+async def test_exit_record_refines_squeue_exit(manager: SlurmManager, runner: FakeRunner) -> None:
+    runner.jobs = [job("rec-abcdef12-1", 10, "FAILED", wait_status=256)]
+    runner.records = record("rec-abcdef12-1", 10, exit_code=1)
+    assert (await states(manager))["rec-abcdef12-1"] == (FAILED, 1, "Error")
+
+
+async def test_retry_adopts_live_job(manager: SlurmManager, runner: FakeRunner) -> None:
+    runner.jobs = [job("rec-abcdef12-0", 10, "RUNNING")]  # submitted, record never written
+    [status] = await manager.submit([spec()])
+    assert status.state == RUNNING
+    assert runner.sbatch_calls() == []
+    writes = [c for c in runner.calls if c[:2] == ["sh", "-c"] and "job.tmp" in c[2]
+              and "sbatch" not in c[2]]
+    assert len(writes) == 1 and writes[0][-1] == "10"
+
+
+async def test_retry_of_finished_attempt_does_not_rerun(
+    manager: SlurmManager, runner: FakeRunner,
+) -> None:
+    runner.records = record("rec-abcdef12-0", 10, exit_code=2)
+    [status] = await manager.submit([spec()])
+    assert (status.state, status.exit_code) == (FAILED, 2)
+    assert runner.sbatch_calls() == []
+
+
+async def test_same_name_twice_in_a_batch_submits_once(
+    manager: SlurmManager, runner: FakeRunner,
+) -> None:
+    out = await manager.submit([spec(), spec()])
+    assert [s.name for s in out] == ["rec-abcdef12-0"] * 2
+    assert len(runner.sbatch_calls()) == 1
+
+
+async def test_new_attempt_cancels_old_and_resubmits(
+    manager: SlurmManager, runner: FakeRunner,
+) -> None:
+    runner.jobs = [job("rec-abcdef12-0", 10, "RUNNING")]
+    runner.records = record("rec-abcdef12-0", 10)
+    [status] = await manager.submit([spec(attempt=1)])
+    assert status.state == PENDING and status.attempt == 1
+    assert ["scancel", "10"] in runner.calls
+    [call] = runner.sbatch_calls()
+    assert call[4:7] == ["/work/dir", "rec-abcdef12-0", "0"]  # previous attempt's log kept
+    # the cancelled old attempt never shows again; the new one does
+    runner.records = record("rec-abcdef12-0", 101, attempt=1)
+    [now] = await manager.replicas()
+    assert (now.state, now.attempt) == (PENDING, 1)
+
+
+async def test_name_taken_by_other_job_is_permanent(
+    manager: SlurmManager, runner: FakeRunner,
+) -> None:
+    runner.jobs = [job("rec-abcdef12-0", 10, "RUNNING", uid="someone-else")]
+    with pytest.raises(Permanent, match="taken"):
+        await manager.submit([spec()])
+
+
+async def test_deleted_jobs_are_not_listed_while_completing(
+    manager: SlurmManager, runner: FakeRunner,
+) -> None:
+    runner.jobs = [job("rec-abcdef12-0", 10, "RUNNING"), job("rec-abcdef12-1", 11, "RUNNING")]
+    runner.records = record("rec-abcdef12-0", 10) + record("rec-abcdef12-1", 11)
+    manager.config.delete_wait = 0
+    await manager.delete(["rec-abcdef12-0"])
+    runner.jobs[0]["job_state"] = "COMPLETING"  # what squeue shows right after scancel
+    runner.records = record("rec-abcdef12-1", 11)
+    assert list(await states(manager)) == ["rec-abcdef12-1"]
+    assert await manager.delete_job(UID) == ["rec-abcdef12-1"]
+    assert await manager.delete_job(UID) == []
+
+
+async def test_submit_maps_sbatch_failures(manager: SlurmManager, runner: FakeRunner) -> None:
+    runner.sbatch_result = Result(1, "", "sbatch: error: Batch job submission failed: "
+                                         "Invalid partition name specified\n")
+    with pytest.raises(Permanent, match="Invalid partition"):
+        await manager.submit([spec()])
+    runner.sbatch_result = Result(1, "", "sbatch: error: Batch job submission failed: "
+                                         "Unable to contact slurm controller (connect failure)\n")
+    with pytest.raises(Transient):
+        await manager.submit([spec()])
+
+
+async def test_squeue_errors_are_transient(manager: SlurmManager, runner: FakeRunner) -> None:
+    runner.squeue_errors = [{"error": "Unspecified error", "error_number": -1}]
+    with pytest.raises(Transient):
+        await manager.replicas()
+
+
+async def test_state_from_recorded_sinfo(manager: SlurmManager) -> None:
+    state = await manager.state()
+    assert state.healthy and state.labels == {"slurm/partition": "debug"}
+    assert state.capacity().cpus == 8 and state.capacity().gpus == 4
+    assert state.allocatable().cpus == 5 and state.allocatable().gpus == 3
+
+
+async def test_never_fitting_request_is_permanent(manager: SlurmManager) -> None:
+    big = spec()
+    big.resources = type(big.resources)(cpus=64)
+    with pytest.raises(Permanent, match="never fit"):
+        await manager.submit([big])
+
+
+@pytest.mark.parametrize("config,match", [
+    ({"port": "22"}, "port"),
+    ({"poll_interval": 0}, "poll_interval"),
+    ({"sbatch_args": "--exclusive"}, "sbatch_args"),
+    ({"container_runtime": "docker"}, "container_runtime"),
+    ({"slurm_conf": 3}, "slurm_conf"),
+])
+def test_bad_config_is_permanent(config: dict[str, Any], match: str) -> None:
+    with pytest.raises(Permanent, match=match):
+        SlurmManager("c1", config)
+
+
+def test_ssh_config_selects_ssh_runner() -> None:
+    m = SlurmManager("c1", {"host": "login", "username": "u", "ssh_key_path": "/k", "port": 2222})
+    assert isinstance(m.runner, SshRunner)
+    assert m.runner.where == "u@login:2222"
+
+
+@pytest.mark.parametrize("stderr,error", [
+    ("u@login: Permission denied (publickey).", Permanent),
+    ("Host key verification failed.", Permanent),
+    ("ssh: Could not resolve hostname nowhere: Name or service not known", Permanent),
+    ("ssh: connect to host login port 22: Connection refused", Transient),
+    ("ssh: connect to host login port 22: Connection timed out", Transient),
+    ("", Transient),
+])
+async def test_ssh_failures(monkeypatch: pytest.MonkeyPatch, stderr: str,
+                            error: type[Exception]) -> None:
+    async def fake_run(argv: list[str], stdin: bytes | None, timeout: float,
+                       env: dict[str, str] | None) -> Result:
+        assert "BatchMode=yes" in argv
+        return Result(255, "", stderr)
+
+    monkeypatch.setattr(slurm_runner, "_run", fake_run)
+    runner = SshRunner("c1", "/etc/slurm/slurm.conf", "login", "u", None)
+    with pytest.raises(error) as info:
+        await runner.run(["squeue", "--json"])
+    assert type(info.value) is error
+
+
+async def test_ssh_remote_command_sets_slurm_conf(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+
+    async def fake_run(argv: list[str], stdin: bytes | None, timeout: float,
+                       env: dict[str, str] | None) -> Result:
+        seen.append(argv)
+        return Result(0, "ok", "")
+
+    monkeypatch.setattr(slurm_runner, "_run", fake_run)
+    runner = SshRunner("c1", "/my conf/slurm.conf", "login", "u", None)
+    await runner.run(["sh", "-c", "echo \"$1\"", "sh", "a b"])
+    assert seen[0][-1] == "env SLURM_CONF='/my conf/slurm.conf' sh -c 'echo \"$1\"' sh 'a b'"
+    await runner.close()
+
+
+async def test_local_runner_missing_binary_is_permanent() -> None:
+    runner = slurm_runner.LocalRunner("c1", None)
+    with pytest.raises(Permanent, match="not found"):
+        await runner.run(["definitely-not-a-slurm-binary"])
+
+
+async def test_local_runner_timeout_is_transient() -> None:
+    runner = slurm_runner.LocalRunner("c1", None)
+    with pytest.raises(Transient, match="timed out"):
+        await runner.run(["sleep", "5"], timeout=0.2)
+
+
+async def test_local_runner_does_not_leak_worker_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SKYSHIFT_SECRET_TOKEN", "hush")
+    runner = slurm_runner.LocalRunner("c1", "/x/slurm.conf")
+    out = await runner.run(["env"])
+    assert "hush" not in out.stdout and "SLURM_CONF=/x/slurm.conf" in out.stdout
