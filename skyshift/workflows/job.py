@@ -128,9 +128,13 @@ class JobWorkflow:
 
     @workflow.signal(name=SIG_ENSURE)
     def ensure(self, newer: JobInput) -> None:
-        """A newer object reuses the name: become its lifecycle once this one is torn down."""
+        """Sent by the API and the reconciler with the object as stored. The same object being
+        deleted: tear down. A newer object reusing the name: tear this one down, then become
+        the newer one's lifecycle (continue-as-new)."""
         if newer.uid != self.inp.uid:
             self.successor = newer
+            self.s.deleting = True
+        elif newer.deleting:
             self.s.deleting = True
 
     @workflow.query(name="state")

@@ -1,0 +1,196 @@
+"""Same-name fakes of SkyShift's own activities, for workflow tests on the time-skipping server.
+
+They sit above the adapter boundary (the workflows cannot tell them from the real activities)
+and record every call, so a test asserts on what a workflow decided and in which order. The
+fake placement uses the real pure scheduler and the real reservation arithmetic, so scheduler
+tests exercise the queue and reservation rules of the workflow for real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
+
+from skyshift.activities.scheduling import cluster_infos
+from skyshift.activities.types import (
+    CONTROL_QUEUE,
+    ClusterJobsInput,
+    ClusterStatusPatch,
+    DeleteReplicasInput,
+    DeleteReplicasResult,
+    DequeueRequest,
+    EnqueueRequest,
+    JobStatusPatch,
+    PlaceBatchInput,
+    PlaceBatchResult,
+    PlaceOutcome,
+    ReadJobInput,
+    ReadJobResult,
+    RemoveObjectInput,
+    ReplicaUpdate,
+    SubmitInput,
+    SubmitResult,
+    SyncInput,
+    SyncResult,
+    TeardownInput,
+    TeardownResult,
+    skylet_queue,
+)
+from skyshift.models.quantity import Resources
+from skyshift.scheduler import schedule_batch
+from skyshift.workflows.cluster import ClusterWorkflow
+from skyshift.workflows.job import JobWorkflow
+from skyshift.workflows.scheduler import SchedulerWorkflow
+
+
+@dataclass
+class Fakes:
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+    submit_state: str = "Running"
+    submit_error: str = ""  # non-retryable error type to raise from submit
+    read_result: ReadJobResult | None = None
+    # scheduler: cluster -> allocatable cpus (one node each), as etcd would show it
+    allocatable: dict[str, float] = field(default_factory=dict)
+    sync_results: list[SyncResult] = field(default_factory=list)
+
+    def of(self, name: str) -> list[Any]:
+        return [p for n, p in self.calls if n == name]
+
+    def names(self) -> list[str]:
+        return [n for n, _ in self.calls]
+
+    async def wait_for(self, name: str, count: int = 1, timeout: float = 10.0) -> list[Any]:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while len(self.of(name)) < count:
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"{name} called {len(self.of(name))} times, want {count}: "
+                                     f"{self.names()}")
+            await asyncio.sleep(0.02)
+        return self.of(name)
+
+    # ---- control queue ---------------------------------------------------------------------
+
+    @activity.defn(name="enqueue_job")
+    async def enqueue_job(self, req: EnqueueRequest) -> None:
+        self.calls.append(("enqueue_job", req))
+
+    @activity.defn(name="dequeue_job")
+    async def dequeue_job(self, req: DequeueRequest) -> None:
+        self.calls.append(("dequeue_job", req))
+
+    @activity.defn(name="write_job_status")
+    async def write_job_status(self, patch: JobStatusPatch) -> bool:
+        self.calls.append(("write_job_status", patch))
+        return True
+
+    @activity.defn(name="read_job")
+    async def read_job(self, inp: ReadJobInput) -> ReadJobResult:
+        self.calls.append(("read_job", inp))
+        assert self.read_result is not None
+        return self.read_result
+
+    @activity.defn(name="remove_object")
+    async def remove_object(self, inp: RemoveObjectInput) -> bool:
+        self.calls.append(("remove_object", inp))
+        return True
+
+    @activity.defn(name="write_cluster_status")
+    async def write_cluster_status(self, patch: ClusterStatusPatch) -> bool:
+        self.calls.append(("write_cluster_status", patch))
+        return True
+
+    @activity.defn(name="notify_cluster_jobs")
+    async def notify_cluster_jobs(self, inp: ClusterJobsInput) -> int:
+        self.calls.append(("notify_cluster_jobs", inp))
+        return 0
+
+    @activity.defn(name="place_batch")
+    async def place_batch(self, inp: PlaceBatchInput) -> PlaceBatchResult:
+        self.calls.append(("place_batch", inp))
+        objs = [
+            {"metadata": {"name": c}, "status": {"phase": "Ready", "allocatable": {
+                f"{c}-0": {"cpus": cpus, "memory": 1e6}}}}
+            for c, cpus in sorted(self.allocatable.items())
+        ]
+        decisions = schedule_batch(
+            [e.req.request for e in inp.jobs], cluster_infos(objs, inp.reservations), []
+        )
+        return PlaceBatchResult([
+            PlaceOutcome(e.req.request.key, e.req.request.uid, e.req.seq,
+                         "placed" if d.placed else "pending", dict(d.assignments), d.message)
+            for e, d in zip(inp.jobs, decisions, strict=True)
+        ])
+
+    # ---- skylet queues ---------------------------------------------------------------------
+
+    @activity.defn(name="submit_replicas")
+    async def submit_replicas(self, inp: SubmitInput) -> SubmitResult:
+        self.calls.append(("submit_replicas", inp))
+        if self.submit_error:
+            raise ApplicationError("it can never run", type=self.submit_error, non_retryable=True)
+        return SubmitResult([
+            ReplicaUpdate(s.name, s.rank, s.attempt, self.submit_state) for s in inp.replicas
+        ])
+
+    @activity.defn(name="delete_replicas")
+    async def delete_replicas(self, inp: DeleteReplicasInput) -> DeleteReplicasResult:
+        self.calls.append(("delete_replicas", inp))
+        return DeleteReplicasResult(list(inp.names))
+
+    @activity.defn(name="sync_cluster")
+    async def sync_cluster(self, inp: SyncInput) -> SyncResult:
+        self.calls.append(("sync_cluster", inp))
+        if self.sync_results:
+            return self.sync_results.pop(0)
+        while True:  # a healthy cluster: runs until cancelled
+            activity.heartbeat()
+            await asyncio.sleep(0.05)
+
+    @activity.defn(name="teardown_cluster")
+    async def teardown_cluster(self, inp: TeardownInput) -> TeardownResult:
+        self.calls.append(("teardown_cluster", inp))
+        return TeardownResult(["job/ns/x"], 2, "deleted 2 replicas")
+
+    def control(self) -> list[Callable[..., Any]]:
+        return [self.enqueue_job, self.dequeue_job, self.write_job_status, self.read_job,
+                self.remove_object, self.write_cluster_status, self.notify_cluster_jobs,
+                self.place_batch]
+
+    def skylet(self) -> list[Callable[..., Any]]:
+        return [self.submit_replicas, self.delete_replicas, self.sync_cluster,
+                self.teardown_cluster]
+
+
+STARTED: list[Any] = []  # handles of workflows started by tests (terminated after each test)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:6]}"
+
+
+@asynccontextmanager
+async def workers(client: Client, fakes: Fakes, clusters: list[str]) -> AsyncIterator[str]:
+    """Control worker (unique task queue) plus a skylet worker per cluster, all on fakes."""
+    queue = unique(f"{CONTROL_QUEUE}-")
+    ws = [Worker(client, task_queue=queue, workflows=[JobWorkflow, SchedulerWorkflow,
+                                                      ClusterWorkflow],
+                 activities=fakes.control())]
+    ws += [Worker(client, task_queue=skylet_queue(c), activities=fakes.skylet())
+           for c in clusters]
+    async with AsyncExitStack() as stack:
+        for w in ws:
+            await stack.enter_async_context(w)
+        yield queue
+
+
+def cpus(n: float) -> Resources:
+    return Resources(cpus=n, memory=0.0)

@@ -1,0 +1,249 @@
+"""JobWorkflow on the time-skipping test server with fake activities: what it decides, in order."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from skyshift.activities.types import (
+    SIG_CLUSTER,
+    SIG_ENSURE,
+    SIG_PLACED,
+    SIG_REPLICAS,
+    SIG_SPEC,
+    ClusterEvent,
+    JobConfig,
+    JobInput,
+    JobState,
+    JobTemplate,
+    Placement,
+    ReadJobResult,
+    ReplicaReport,
+    ReplicaUpdate,
+    SpecChanged,
+    replica_name,
+)
+from skyshift.workflows.job import JobWorkflow
+from tests.workflows.fakes import STARTED, Fakes, cpus, unique, workers
+
+pytestmark = pytest.mark.asyncio
+
+
+def job(replicas: int = 1, policy: str = "OnFailure", max_restarts: int = 3,
+        history_limit: int = 2000, backoff: float = 1.0) -> JobInput:
+    return JobInput(
+        namespace="ns", name=unique("j"), uid=str(uuid.uuid4()), generation=1, created=1.0,
+        template=JobTemplate(run="true", resources=cpus(1), replicas=replicas,
+                             restart_policy=policy, max_restarts=max_restarts),
+        config=JobConfig(backoff_base=backoff, backoff_max=8.0, history_limit=history_limit),
+    )
+
+
+async def start(client: Client, queue: str, inp: JobInput) -> WorkflowHandle[JobWorkflow, str]:
+    h = await client.start_workflow(
+        JobWorkflow.run, inp, id=f"job/{inp.namespace}/{inp.name}", task_queue=queue
+    )
+    STARTED.append(h)
+    return h
+
+
+async def place(h: WorkflowHandle[JobWorkflow, str], fakes: Fakes, n: int,
+                assignments: dict[str, int]) -> None:
+    req = (await fakes.wait_for("enqueue_job", n))[n - 1]
+    await h.signal(SIG_PLACED, Placement(req.seq, assignments))
+
+
+async def report(h: WorkflowHandle[JobWorkflow, str], inp: JobInput, cluster: str, rank: int,
+                 attempt: int, state: str, code: int | None = None) -> None:
+    name = replica_name(inp.name, inp.uid, rank)
+    await h.signal(SIG_REPLICAS, ReplicaReport(cluster, [
+        ReplicaUpdate(name, rank, attempt, state, code, "Error" if code else "")]))
+
+
+async def test_runs_to_success(workflow_env: WorkflowEnvironment) -> None:
+    fakes, a = Fakes(), unique("a")
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        inp = job(replicas=2)
+        h = await start(workflow_env.client, q, inp)
+        await place(h, fakes, 1, {a: 2})
+        submit = (await fakes.wait_for("submit_replicas"))[0]
+        assert [s.name for s in submit.replicas] == [
+            replica_name(inp.name, inp.uid, 0), replica_name(inp.name, inp.uid, 1)]
+        assert all(s.restart_policy == "Never" for s in submit.replicas)
+        for rank in (0, 1):
+            await report(h, inp, a, rank, 0, "Succeeded", 0)
+        assert await h.result() == "Succeeded"
+    final = fakes.of("write_job_status")[-1]
+    assert final.phase == "Succeeded" and final.finished
+    assert final.replica_status == {a: {"Pending": 0, "Running": 0, "Succeeded": 2,
+                                        "Failed": 0, "Unknown": 0}}
+
+
+async def test_restart_with_backoff_then_failed(workflow_env: WorkflowEnvironment) -> None:
+    fakes, a = Fakes(), unique("a")
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        inp = job(max_restarts=2)
+        h = await start(workflow_env.client, q, inp)
+        await place(h, fakes, 1, {a: 1})
+        await fakes.wait_for("submit_replicas", 1)
+        for attempt, backoff in ((0, 1.0), (1, 2.0)):
+            await report(h, inp, a, 0, attempt, "Failed", 3)
+            await fakes.wait_for("write_job_status", attempt + 1)  # the restart count
+            before = await workflow_env.get_current_time()
+            await workflow_env.sleep(backoff)  # skip the backoff
+            await fakes.wait_for("submit_replicas", attempt + 2)
+            waited = (await workflow_env.get_current_time() - before).total_seconds()
+            assert waited >= backoff - 0.1, waited
+            resubmit = fakes.of("submit_replicas")[-1]
+            assert resubmit.replicas[0].attempt == attempt + 1
+            assert resubmit.cluster == a
+        await report(h, inp, a, 0, 2, "Failed", 3)
+        assert await h.result() == "Failed"
+    final = fakes.of("write_job_status")[-1]
+    assert final.phase == "Failed" and final.restarts == 2
+    assert "maxRestarts (2)" in (final.message or "")
+    # only the enqueue ever went to the scheduler: restarts stay on their cluster
+    assert len(fakes.of("enqueue_job")) == 1
+
+
+async def test_stale_reports_are_ignored(workflow_env: WorkflowEnvironment) -> None:
+    fakes, a, b = Fakes(), unique("a"), unique("b")
+    async with workers(workflow_env.client, fakes, [a, b]) as q:
+        inp = job(policy="Never")
+        h = await start(workflow_env.client, q, inp)
+        await place(h, fakes, 1, {a: 1})
+        await fakes.wait_for("submit_replicas")
+        await report(h, inp, b, 0, 0, "Failed", 1)  # wrong cluster
+        await report(h, inp, a, 0, 5, "Failed", 1)  # wrong attempt
+        await report(h, inp, a, 0, 0, "Succeeded", 0)
+        assert await h.result() == "Succeeded"
+
+
+async def test_failover_replaces_elsewhere_and_cleans_up(workflow_env: WorkflowEnvironment) -> None:
+    fakes, a, b = Fakes(), unique("a"), unique("b")
+    async with workers(workflow_env.client, fakes, [a, b]) as q:
+        inp = job(replicas=2)
+        h = await start(workflow_env.client, q, inp)
+        await place(h, fakes, 1, {a: 2})
+        await fakes.wait_for("submit_replicas")
+        await h.signal(SIG_CLUSTER, ClusterEvent(a, "lost", "gone"))
+        again = (await fakes.wait_for("enqueue_job", 2))[1]
+        assert again.request.replicas == 2 and again.current == {}
+        await h.signal(SIG_PLACED, Placement(again.seq, {b: 2}))
+        moved = (await fakes.wait_for("submit_replicas", 2))[1]
+        assert moved.cluster == b and len(moved.replicas) == 2
+        # a late report from the lost cluster must not count
+        await report(h, inp, a, 0, 0, "Failed", 1)
+        await h.signal(SIG_CLUSTER, ClusterEvent(a, "recovered"))
+        cleanup = (await fakes.wait_for("delete_replicas"))[0]
+        assert cleanup.cluster == a
+        assert sorted(cleanup.names) == sorted(s.name for s in moved.replicas)
+        state = await h.query(JobWorkflow.state)
+        assert {r.cluster for r in state.replicas} == {b} and state.restarts == 0
+        for rank in (0, 1):
+            await report(h, inp, b, rank, 0, "Succeeded", 0)
+        assert await h.result() == "Succeeded"
+
+
+async def test_scaling_up_and_down(workflow_env: WorkflowEnvironment) -> None:
+    fakes, a = Fakes(), unique("a")
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        inp = job(replicas=1, policy="Always")
+        h = await start(workflow_env.client, q, inp)
+        await place(h, fakes, 1, {a: 1})
+        await fakes.wait_for("submit_replicas")
+        assert inp.template is not None
+        bigger = JobTemplate(**{**inp.template.__dict__, "replicas": 3})
+        fakes.read_result = ReadJobResult(True, 2, bigger)
+        await h.signal(SIG_SPEC, SpecChanged(2))
+        more = (await fakes.wait_for("enqueue_job", 2))[1]
+        assert more.request.replicas == 2 and more.current == {a: 1}
+        await h.signal(SIG_PLACED, Placement(more.seq, {a: 2}))
+        added = (await fakes.wait_for("submit_replicas", 2))[1]
+        assert [s.rank for s in added.replicas] == [1, 2]
+        fakes.read_result = ReadJobResult(True, 3, JobTemplate(**{**bigger.__dict__,
+                                                                  "replicas": 1}))
+        await h.signal(SIG_SPEC, SpecChanged(3))
+        down = (await fakes.wait_for("delete_replicas"))[0]
+        assert sorted(down.names) == [replica_name(inp.name, inp.uid, r) for r in (1, 2)]
+        state = await h.query(JobWorkflow.state)
+        assert len(state.replicas) == 1 and state.generation == 3
+        await h.signal(SIG_ENSURE, JobInput(**{**inp.__dict__, "deleting": True}))
+        assert await h.result() == "Deleted"
+
+
+async def test_deletion_tears_down_everywhere_then_removes(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    fakes, a, b = Fakes(), unique("a"), unique("b")
+    async with workers(workflow_env.client, fakes, [a, b]) as q:
+        inp = job(replicas=2, policy="Always")
+        h = await start(workflow_env.client, q, inp)
+        await place(h, fakes, 1, {a: 1, b: 1})
+        await fakes.wait_for("submit_replicas", 2)
+        await h.signal(SIG_ENSURE, JobInput(**{**inp.__dict__, "deleting": True}))
+        assert await h.result() == "Deleted"
+    names = fakes.names()
+    deletes = [i for i, n in enumerate(names) if n == "delete_replicas"]
+    assert len(deletes) == 2 and max(deletes) < names.index("remove_object")
+    assert {d.cluster for d in fakes.of("delete_replicas")} == {a, b}
+    assert all(d.job_uid == inp.uid for d in fakes.of("delete_replicas"))
+    assert fakes.of("remove_object")[0].uid == inp.uid
+
+
+async def test_deleting_while_pending_dequeues(workflow_env: WorkflowEnvironment) -> None:
+    fakes, a = Fakes(), unique("a")
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        inp = job()
+        h = await start(workflow_env.client, q, inp)
+        await fakes.wait_for("enqueue_job")
+        await h.signal(SIG_ENSURE, JobInput(**{**inp.__dict__, "deleting": True}))
+        assert await h.result() == "Deleted"
+    assert fakes.of("dequeue_job")[0].uid == inp.uid
+    assert not fakes.of("delete_replicas")
+
+
+async def test_permanent_submit_error_fails_the_job(workflow_env: WorkflowEnvironment) -> None:
+    fakes, a = Fakes(submit_error="Permanent"), unique("a")
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        h = await start(workflow_env.client, q, job())
+        await place(h, fakes, 1, {a: 1})
+        assert await h.result() == "Failed"
+    final = fakes.of("write_job_status")[-1]
+    assert final.phase == "Failed" and "it can never run" in (final.message or "")
+
+
+async def test_invalid_spec_fails_with_message(workflow_env: WorkflowEnvironment) -> None:
+    fakes, a = Fakes(), unique("a")
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        inp = job()
+        inp.invalid = "invalid job spec: spec.replicas: must be >= 0"
+        assert await (await start(workflow_env.client, q, inp)).result() == "Failed"
+    assert fakes.of("write_job_status")[-1].message == inp.invalid
+    assert not fakes.of("enqueue_job")
+
+
+async def test_continue_as_new_keeps_state(workflow_env: WorkflowEnvironment) -> None:
+    fakes, a = Fakes(), unique("a")
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        inp = job(replicas=2, policy="Always", max_restarts=50, history_limit=40, backoff=0.01)
+        h = await start(workflow_env.client, q, inp)
+        first_run = (await h.describe()).run_id
+        await place(h, fakes, 1, {a: 2})
+        await fakes.wait_for("submit_replicas")
+        for attempt in range(4):
+            await report(h, inp, a, 0, attempt, "Failed", 1)
+            await fakes.wait_for("submit_replicas", attempt + 2)
+            await workflow_env.sleep(0.1)
+        state: JobState = await h.query(JobWorkflow.state)
+        assert (await h.describe()).run_id != first_run
+        assert state.restarts == 4 and state.replicas[0].attempt == 4
+        assert [r.cluster for r in state.replicas] == [a, a]
+        await report(h, inp, a, 1, 0, "Failed", 1)  # still tracked after continue-as-new
+        await fakes.wait_for("submit_replicas", 6)
+        assert fakes.of("submit_replicas")[-1].replicas[0].rank == 1
+        await h.signal(SIG_ENSURE, JobInput(**{**inp.__dict__, "deleting": True}))
+        assert await h.result() == "Deleted"

@@ -1,0 +1,169 @@
+"""SchedulerWorkflow with a fake placement activity that runs the real pure scheduler."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from skyshift.activities.types import (
+    SIG_CAPACITY,
+    SIG_DEQUEUE,
+    SIG_ENQUEUE,
+    CapacityChanged,
+    DequeueRequest,
+    EnqueueRequest,
+    QueueEntry,
+    SchedulerConfig,
+    SchedulerInput,
+    SchedulerState,
+)
+from skyshift.scheduler.types import JobRequest
+from skyshift.workflows.scheduler import SchedulerWorkflow
+from tests.workflows.fakes import STARTED, Fakes, cpus, unique, workers
+
+pytestmark = pytest.mark.asyncio
+
+
+def request(name: str, cpu: float, priority: int = 0, created: float = 1.0) -> EnqueueRequest:
+    uid = str(uuid.uuid4())
+    req = JobRequest(key=f"ns/{name}", uid=uid, namespace="ns", labels={}, priority=priority,
+                     created=created, replicas=1, per_replica=cpus(cpu))
+    return EnqueueRequest(f"job/ns/{name}", 1, req)
+
+
+async def start(client: Client, queue: str, cfg: SchedulerConfig | None = None,
+                state: SchedulerState | None = None) -> WorkflowHandle[SchedulerWorkflow, None]:
+    h = await client.start_workflow(
+        SchedulerWorkflow.run, SchedulerInput(state, cfg or SchedulerConfig()),
+        id=unique("scheduler-"), task_queue=queue,
+    )
+    STARTED.append(h)
+    return h
+
+
+
+
+async def settle(h: WorkflowHandle[SchedulerWorkflow, None], queued: int) -> SchedulerState:
+    for _ in range(200):
+        state = await h.query(SchedulerWorkflow.state)
+        if len(state.queue) == queued and all(e.tried_epoch >= 0 for e in state.queue):
+            return state
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"queue did not settle: {state}")
+
+
+async def test_priority_then_fifo_in_one_batch(workflow_env: WorkflowEnvironment) -> None:
+    fakes = Fakes(allocatable={"a": 2.0})
+    async with workers(workflow_env.client, fakes, []) as q:
+        # queued before the first round runs: one batch, ordered by priority then age
+        reqs = [request("young", 1, 0, 2.0), request("old", 1, 0, 1.0),
+                request("urgent", 1, 5, 3.0)]
+        h = await start(workflow_env.client, q,
+                        state=SchedulerState(queue=[QueueEntry(r) for r in reqs]))
+        state = await settle(h, 1)
+    batches = fakes.of("place_batch")
+    assert len(batches) == 1
+    assert [e.req.request.key for e in batches[0].jobs] == ["ns/urgent", "ns/old", "ns/young"]
+    assert [e.req.request.key for e in state.queue] == ["ns/young"]
+    assert "0/1 clusters fit" in state.queue[0].last_message
+
+
+async def test_no_overcommit_across_batches(workflow_env: WorkflowEnvironment) -> None:
+    # allocatable never changes (the cluster has not reported yet): only reservations protect it
+    fakes = Fakes(allocatable={"a": 4.0})
+    async with workers(workflow_env.client, fakes, []) as q:
+        h = await start(workflow_env.client, q)
+        for i in range(5):
+            await h.signal(SIG_ENQUEUE, request(f"j{i}", 1.5))
+            await asyncio.sleep(0.05)  # separate rounds
+        state = await settle(h, 3)
+        assert sum(r.count for r in state.reservations) == 2
+        assert sum(r.per_replica.cpus * r.count for r in state.reservations) <= 4.0
+        assert all(e.last_message for e in state.queue)
+
+
+async def test_pending_job_placed_when_capacity_appears(workflow_env: WorkflowEnvironment) -> None:
+    fakes = Fakes(allocatable={"a": 1.0})
+    async with workers(workflow_env.client, fakes, []) as q:
+        h = await start(workflow_env.client, q)
+        big = request("big", 2)
+        await h.signal(SIG_ENQUEUE, big)
+        state = await settle(h, 1)
+        assert "insufficient resources" in state.queue[0].last_message
+        rounds = len(fakes.of("place_batch"))
+        # nothing changed: no retry on its own, however long we wait
+        await workflow_env.sleep(600)
+        assert len(fakes.of("place_batch")) == rounds
+        fakes.allocatable["b"] = 4.0
+        await h.signal(SIG_CAPACITY, CapacityChanged("b", [], freed=True))
+        state = await settle(h, 0)
+        assert [r.cluster for r in state.reservations] == ["b"]
+
+
+async def test_reservation_released_when_cluster_reports(workflow_env: WorkflowEnvironment) -> None:
+    fakes = Fakes(allocatable={"a": 2.0})
+    async with workers(workflow_env.client, fakes, []) as q:
+        h = await start(workflow_env.client, q)
+        first, second = request("first", 2), request("second", 2)
+        await h.signal(SIG_ENQUEUE, first)
+        await settle(h, 0)
+        await h.signal(SIG_ENQUEUE, second)
+        state = await settle(h, 1)
+        # the cluster now shows the first job in its allocatable (0 free): drop the reservation
+        fakes.allocatable["a"] = 0.0
+        await h.signal(SIG_CAPACITY, CapacityChanged("a", [first.request.uid], freed=False))
+        await asyncio.sleep(0.2)
+        state = await h.query(SchedulerWorkflow.state)
+        assert not state.reservations and len(state.queue) == 1
+        # the first job ends: capacity freed, the second one goes
+        fakes.allocatable["a"] = 2.0
+        await h.signal(SIG_CAPACITY, CapacityChanged("a", [], freed=True))
+        state = await settle(h, 0)
+        assert [r.uid for r in state.reservations] == [second.request.uid]
+
+
+async def test_reservations_expire(workflow_env: WorkflowEnvironment) -> None:
+    fakes = Fakes(allocatable={"a": 2.0})
+    async with workers(workflow_env.client, fakes, []) as q:
+        h = await start(workflow_env.client, q, SchedulerConfig(reservation_ttl=30.0))
+        await h.signal(SIG_ENQUEUE, request("first", 2))
+        await settle(h, 0)
+        await h.signal(SIG_ENQUEUE, request("second", 2))
+        await settle(h, 1)
+        await workflow_env.sleep(31)  # never confirmed (e.g. the job was deleted): expires
+        state = await settle(h, 0)
+        assert [r.key for r in state.reservations] == ["ns/second"]
+
+
+async def test_dequeue_and_duplicates(workflow_env: WorkflowEnvironment) -> None:
+    fakes = Fakes(allocatable={})
+    async with workers(workflow_env.client, fakes, []) as q:
+        h = await start(workflow_env.client, q)
+        r = request("x", 1)
+        await h.signal(SIG_ENQUEUE, r)
+        await h.signal(SIG_ENQUEUE, r)  # a retried enqueue
+        state = await settle(h, 1)
+        await h.signal(SIG_DEQUEUE, DequeueRequest("ns/x", r.request.uid))
+        state = await settle(h, 0)
+        assert not state.queue
+
+
+async def test_continue_as_new_carries_queue(workflow_env: WorkflowEnvironment) -> None:
+    fakes = Fakes(allocatable={"a": 0.5})
+    async with workers(workflow_env.client, fakes, []) as q:
+        h = await start(workflow_env.client, q, SchedulerConfig(history_limit=30))
+        first_run = (await h.describe()).run_id
+        for i in range(8):
+            await h.signal(SIG_ENQUEUE, request(f"j{i}", 1))
+            await asyncio.sleep(0.05)
+        state = await settle(h, 8)
+        assert (await h.describe()).run_id != first_run
+        assert sorted(e.req.request.key for e in state.queue) == [f"ns/j{i}" for i in range(8)]
+        fakes.allocatable["a"] = 8.0
+        await h.signal(SIG_CAPACITY, CapacityChanged("a", [], freed=True))
+        state = await settle(h, 0)
+        assert len(state.reservations) == 8
