@@ -496,8 +496,12 @@ def start_slurm_clusters(
         name = f"{prefix}{i}"
         cluster = known.get(name)
         if cluster is not None and cluster.controller_running():
+            shape = (len(cluster.nodes), cluster.node_cpus, cluster.node_memory,
+                     cluster.node_gpus)
+            same = shape == (nodes, node_cpus, node_memory, node_gpus)
             if progress:
-                progress(f"{name}: already running (reused)")
+                progress(f"{name}: already running (reused"
+                         f"{'' if same else '; run `down` first to change its shape'})")
             cluster.start_nodes()
             cluster.wait_ready(progress=progress)
             result.append(cluster)
