@@ -33,6 +33,7 @@ import os
 import secrets
 import shutil
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -57,6 +58,7 @@ DURATION_ENV = "SKYSHIFT_SIM_DURATION"  # same as the annotation, set through a 
 EXIT_CODE_ENV = "SKYSHIFT_SIM_EXIT_CODE"  # fail with this exit code (after the delay, if any)
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 _REPO = Path(__file__).resolve().parents[2]
+KUBE_VERSION = "v1.35.4"  # keep in step with scripts/build-k8s.sh
 
 
 class SimK8sError(Exception):
@@ -97,33 +99,38 @@ class Binaries:
         return self.bin_dir.parent / "stages"
 
 
+def default_bin_dir() -> Path:
+    """Where scripts/build-k8s.sh caches the binaries."""
+    cache = os.environ.get("SKYSHIFT_K8S_CACHE") or str(Path.home() / ".cache/skyshift/k8s")
+    return Path(cache) / KUBE_VERSION / "bin"
+
+
 def find_binaries(bin_dir: Path | None = None, build: bool = True) -> Binaries:
     """The control-plane binaries: ``bin_dir``, ``$SKYSHIFT_K8S_BIN_DIR``, or the build cache.
 
-    With ``build`` and a SkyShift checkout, runs ``scripts/build-k8s.sh`` (instant when cached;
-    a cold build takes tens of minutes).
+    With ``build`` and a SkyShift checkout, runs ``scripts/build-k8s.sh`` first (instant when
+    cached; a cold build takes several minutes).
     """
     env_dir = os.environ.get("SKYSHIFT_K8S_BIN_DIR")
     if bin_dir is None and env_dir:
         bin_dir = Path(env_dir)
     script = _REPO / "scripts" / "build-k8s.sh"
-    if bin_dir is None:
-        if not (build and script.exists()):
-            raise SimK8sError(
-                "no Kubernetes binaries: run scripts/build-k8s.sh from a SkyShift checkout "
-                "or set SKYSHIFT_K8S_BIN_DIR"
-            )
+    if bin_dir is None and build and script.exists():
         done = subprocess.run([str(script)], stdout=subprocess.PIPE, text=True, check=False)
         if done.returncode != 0:
             raise SimK8sError(f"scripts/build-k8s.sh failed (exit {done.returncode})")
         bin_dir = Path(done.stdout.strip().splitlines()[-1])
+    bin_dir = bin_dir or default_bin_dir()
     missing = [c for c in COMPONENTS[1:] if not (bin_dir / c).is_file()]
     if missing:
-        raise SimK8sError(f"{bin_dir} lacks {', '.join(missing)} (run scripts/build-k8s.sh)")
+        raise SimK8sError(
+            f"{bin_dir} lacks {', '.join(missing)}: run scripts/build-k8s.sh from a SkyShift "
+            "checkout, or set SKYSHIFT_K8S_BIN_DIR"
+        )
     etcd = bin_dir / "etcd"
     etcd_path = str(etcd) if etcd.is_file() else shutil.which("etcd")
     if etcd_path is None:
-        raise SimK8sError("no etcd: install it (apt-get install etcd-server) or put it in bin/")
+        raise SimK8sError("no etcd: run scripts/build-k8s.sh (or put etcd on PATH)")
     return Binaries(bin_dir, etcd_path)
 
 
@@ -390,8 +397,11 @@ class SimK8sCluster:
 
     # ---- API calls ----------------------------------------------------------------------------
 
+    def _tls(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
     def _http(self) -> httpx.Client:
-        return httpx.Client(base_url=self.server, verify=str(self.ca_file), timeout=5.0,
+        return httpx.Client(base_url=self.server, verify=self._tls(), timeout=5.0,
                             headers={"Authorization": f"Bearer {self.token}"})
 
     def _component_ok(self, component: str) -> tuple[bool, str]:
@@ -403,7 +413,7 @@ class SimK8sCluster:
                "kube-apiserver": f"{self.server}/readyz"}.get(
             component, f"https://127.0.0.1:{port}/healthz")
         try:
-            verify: str | bool = str(self.ca_file) if component == "kube-apiserver" else False
+            verify = self._tls() if component == "kube-apiserver" else False
             resp = httpx.get(url, verify=verify, timeout=2.0)
         except httpx.HTTPError as exc:
             return False, f"{component}: {type(exc).__name__}"
