@@ -14,7 +14,13 @@ import click
 
 from skyshift.cli.errors import CliError
 from skyshift.client import SkyShiftClient
-from skyshift.client.config import CliConfig, Context, load_config, resolve_server
+from skyshift.client.config import (
+    CliConfig,
+    Context,
+    load_config,
+    resolve_server,
+    resolve_token,
+)
 
 
 @dataclass
@@ -59,7 +65,8 @@ class CliState:
             else:
                 ctx = self.current_context()
                 self._client = SkyShiftClient(
-                    server=self.server_url(), token=ctx.token, namespace=self.namespace()
+                    server=self.server_url(), token=resolve_token(ctx),
+                    namespace=self.namespace(),
                 )
         return cast(SkyShiftClient, self._client)
 

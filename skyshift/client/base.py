@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from skyshift.client.config import load_config, resolve_server
+from skyshift.client.config import load_config, resolve_server, resolve_token
 from skyshift.client.errors import ApiError, error_from_response
 from skyshift.client.paths import ALL_NAMESPACES
 from skyshift.client.types import ExecResult, WatchEvent
@@ -34,7 +34,8 @@ class Target:
 
 
 def resolve_target(server: str | None, token: str | None, namespace: str | None) -> Target:
-    """``--server`` > ``SKYSHIFT_SERVER`` > current context; token and namespace likewise."""
+    """``--server`` > ``SKYSHIFT_SERVER`` > current context; token (``SKYSHIFT_TOKEN``) and
+    namespace likewise."""
     try:
         cfg = load_config()
     except (OSError, ValueError) as exc:
@@ -42,7 +43,7 @@ def resolve_target(server: str | None, token: str | None, namespace: str | None)
     ctx = cfg.current()
     return Target(
         server=resolve_server(server, cfg),
-        token=token if token is not None else (ctx.token or None),
+        token=token if token is not None else (resolve_token(ctx) or None),
         namespace=namespace or ctx.namespace or "default",
     )
 

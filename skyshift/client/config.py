@@ -10,7 +10,8 @@ Format of ``$SKYSHIFT_HOME/config.yaml``::
         user: admin
         token: <jwt or empty>
 
-``SKYSHIFT_SERVER`` or ``--server`` override the server of the current context.
+``SKYSHIFT_SERVER`` or ``--server`` override the server of the current context, and
+``SKYSHIFT_TOKEN`` its token (``skyctl login`` writes the token into a context).
 """
 
 from __future__ import annotations
@@ -82,6 +83,11 @@ def save_config(cfg: CliConfig, path: Path | None = None) -> None:
     with os.fdopen(fd, "w") as fh:
         yaml.safe_dump(data, fh, sort_keys=False)
     os.replace(tmp, path)
+
+
+def resolve_token(ctx: Context) -> str:
+    """The bearer token to send: ``SKYSHIFT_TOKEN`` beats the context's (empty: none)."""
+    return os.environ.get("SKYSHIFT_TOKEN") or ctx.token
 
 
 def resolve_server(cli_value: str | None = None, cfg: CliConfig | None = None) -> str:

@@ -80,8 +80,33 @@ def _from_fastapi_detail(status: int, detail: Any) -> ApiError:
     return ApiError(status, _reason_for(status), str(detail))
 
 
+NOT_LOGGED_IN = "not logged in or token expired: run `skyctl login`"
+#: The reason the server gives a wrong user name or password at login (not a missing token).
+LOGIN_FAILED = "LoginFailed"
+
+
+class NotLoggedIn(ApiError):
+    """401: no token, or an expired, tampered or revoked one; the message says what to do."""
+
+    def __init__(self, server_message: str = "") -> None:
+        super().__init__(401, "Unauthorized", NOT_LOGGED_IN)
+        #: What the server said (e.g. "token expired"), for logs and debugging.
+        self.server_message = server_message
+
+    def __str__(self) -> str:
+        return NOT_LOGGED_IN
+
+
 def error_from_response(status: int, body: bytes | str) -> ApiError:
-    """Build an :class:`ApiError` from any error response, JSON or not."""
+    """Build an :class:`ApiError` from any error response, JSON or not; a 401 (other than a
+    failed login) is :class:`NotLoggedIn`."""
+    err = _error_from_response(status, body)
+    if status == 401 and err.reason != LOGIN_FAILED:
+        return NotLoggedIn(err.message)
+    return err
+
+
+def _error_from_response(status: int, body: bytes | str) -> ApiError:
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     try:
         data: Any = json.loads(text)
