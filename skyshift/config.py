@@ -21,6 +21,24 @@ def skyshift_home() -> Path:
     return Path(_env("SKYSHIFT_HOME", str(Path.home() / ".skyshift"))).expanduser()
 
 
+def auth_dir(home: Path | None = None) -> Path:
+    """``$SKYSHIFT_HOME/auth``: the 0700 directory of the API server's secrets."""
+    return (home or skyshift_home()) / "auth"
+
+
+def admin_password_file(home: Path | None = None) -> Path:
+    """Where the API server's first start writes the generated admin password (0600);
+    ``skyshift up`` reads it to log the local CLI in. ``SKYSHIFT_ADMIN_PASSWORD_FILE``."""
+    value = os.environ.get("SKYSHIFT_ADMIN_PASSWORD_FILE")
+    return Path(value).expanduser() if value else auth_dir(home) / "admin-password"
+
+
+def jwt_key_file(home: Path | None = None) -> Path:
+    """The token signing key (0600), shared by every API replica. ``SKYSHIFT_JWT_KEY_FILE``."""
+    value = os.environ.get("SKYSHIFT_JWT_KEY_FILE")
+    return Path(value).expanduser() if value else auth_dir(home) / "jwt.key"
+
+
 def parse_endpoints(value: str) -> list[tuple[str, int]]:
     """Parse ``host:port[,host:port...]`` (an ``http://`` prefix is allowed) into pairs."""
     out: list[tuple[str, int]] = []

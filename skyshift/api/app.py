@@ -11,16 +11,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from skyshift.api import errors, handlers, jobs
+from skyshift.api.auth import AuthConfig, AuthService
+from skyshift.api.auth import routes as auth_routes
+from skyshift.api.auth.audit import AuditMiddleware
 from skyshift.api.body import DEFAULT_MAX_BODY_BYTES
+from skyshift.api.deps import current_user
 from skyshift.api.errors import ApiError
 from skyshift.api.lifecycle import Lifecycle, TemporalLifecycle
 from skyshift.api.paths import KindPathMiddleware
@@ -45,6 +49,9 @@ Link, Namespace, Role) kept in etcd, whose lifecycles run as Temporal workflows.
   ADDED; with `resourceVersion=N` exactly the changes after N. A compacted N is 410. Idle
   streams get a blank line every few seconds (or BOOKMARK events with
   `allowWatchBookmarks=true`); on a late failure the last line is `{"type": "ERROR", ...}`.
+* **Auth**: every route but `/healthz`, `/readyz`, `/token` and `/register_user` needs
+  `Authorization: Bearer <token>`; get one from `POST /token` (the "Authorize" button here does
+  that). Tokens expire; 401 means log in again, 403 that your roles do not allow the action.
 * **Errors**: always `{"error": {"code", "reason", "message", "field"?, "details"?,
   "resourceVersion"?}}`.
 """
@@ -76,6 +83,7 @@ def create_app(
     lifecycle: Lifecycle | None = None,
     temporal: bool = False,
     options: ApiOptions | None = None,
+    auth: AuthConfig | bool | None = None,
 ) -> FastAPI:
     """Build the API app.
 
@@ -84,6 +92,10 @@ def create_app(
     with ``temporal=True`` and no lifecycle, a :class:`TemporalLifecycle` connecting lazily to
     ``settings.temporal_address`` is used. Without either, objects with a lifecycle are
     stored but no workflow is told, and DELETE removes them at once.
+
+    ``auth``: authentication and authorization are always on unless ``auth=False`` is passed,
+    which only tests of unrelated behaviour should do; an :class:`AuthConfig` overrides the
+    settings read from the environment (key file, token lifetime, throttling...).
     """
     settings = settings or Settings.from_env()
     opts = options or ApiOptions.from_env()
@@ -95,6 +107,13 @@ def create_app(
             settings.temporal_address, settings.temporal_namespace
         )
 
+    the_auth: AuthService | None = None
+    if auth is False:
+        log.warning("authentication is OFF for this app (auth=False): test use only")
+    else:
+        config = auth if isinstance(auth, AuthConfig) else AuthConfig.from_env(settings)
+        the_auth = AuthService(the_store, config)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
@@ -104,9 +123,13 @@ def create_app(
         except StoreError as exc:
             # Start anyway: /readyz reports etcd, and `default` is created on first use.
             log.warning("etcd not reachable at startup (%s); serving, not ready", exc)
+        if the_auth is not None:
+            await the_auth.start()
         try:
             yield
         finally:
+            if the_auth is not None:
+                await the_auth.stop()
             if own_store:
                 await the_store.close()
 
@@ -122,8 +145,10 @@ def create_app(
     app.state.lifecycle = the_lifecycle
     app.state.options = opts
     app.state.settings = settings
+    app.state.auth = the_auth
     errors.install(app)
     _health_routes(app)
+    app.include_router(auth_routes.router)
     routers = [kind_router(k) for k in API_KINDS]
     for top, _ in routers:
         app.include_router(top)
@@ -131,8 +156,22 @@ def create_app(
     for _, namespaced in routers:
         app.include_router(namespaced)
     _fallback_routes(app)
+    app.add_middleware(AuditMiddleware, writer=_audit_writer(the_auth))
     app.add_middleware(KindPathMiddleware)
     return app
+
+
+def _audit_writer(auth: AuthService | None) -> Callable[[dict[str, Any]], Awaitable[None]] | None:
+    """Record a mutation; one that changed roles or users also refreshes this replica's cache."""
+    if auth is None:
+        return None
+
+    async def write(fields: dict[str, Any]) -> None:
+        if fields.get("resource") in ("roles", "users"):
+            auth.directory.invalidate()
+        await auth.audit.write(fields)
+
+    return write
 
 
 def _tag_doc(kind: str) -> str:
@@ -170,6 +209,9 @@ def _health_routes(app: FastAPI) -> None:
             checks["etcd"] = f"ok (revision {revision})"
         except (StoreError, TimeoutError) as exc:
             checks["etcd"] = f"unavailable: {exc or 'no answer within ' + str(timeout) + 's'}"
+        auth: AuthService | None = request.app.state.auth
+        if auth is not None:
+            checks["auth"] = "ok" if auth.ready else "unavailable: bootstrap pending"
         if lifecycle is not None:
             try:
                 ok = await asyncio.wait_for(lifecycle.ready(), timeout)
@@ -209,4 +251,10 @@ def _fallback_routes(app: FastAPI) -> None:
         raise ApiError(405, f"{request.method} is not allowed on {path}")
 
     for path in ("/{a}", "/{a}/{b}", "/{a}/{b}/{c}", "/{a}/{b}/{c}/{d:path}"):
-        app.add_api_route(path, fallback, methods=methods, include_in_schema=False)
+        app.add_api_route(
+            path,
+            fallback,
+            methods=methods,
+            include_in_schema=False,
+            dependencies=[Depends(current_user)],
+        )

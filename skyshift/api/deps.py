@@ -1,56 +1,93 @@
 """Request dependencies: the store, the lifecycle, the caller and the authorization hook.
 
-Authentication and RBAC come later; every object route already depends on :func:`authorize`
-(built per route with its action and kind), so adding auth means changing :func:`current_user`
-and :func:`check_access` here, not touching each route.
+Every object route depends on :func:`authorize` (built per route with its action and kind), so
+authentication and RBAC live here and in :mod:`skyshift.api.auth`, not in each route:
+
+* :func:`current_user` turns the bearer token into a :class:`Principal` (401 otherwise);
+* :func:`authorize` checks the route's action on its kind in the request's namespace: the
+  ``{namespace}`` of the path, nothing for cluster-scoped kinds, or *every namespace* for the
+  cross-namespace ``GET /{plural}`` of a namespaced kind. ``?watch=true`` also needs ``watch``.
+
+With auth switched off (``create_app(auth=False)``, tests only) everyone is an unrestricted
+anonymous principal.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Depends, Request
+from fastapi.security import OAuth2PasswordBearer
 
+from skyshift.api.auth.audit import note
+from skyshift.api.auth.rbac import ALL_NAMESPACES
+from skyshift.api.auth.service import ANONYMOUS_ADMIN, AuthService, Principal
 from skyshift.api.lifecycle import Lifecycle
 from skyshift.models.registry import KindInfo
 from skyshift.store import ObjectStore
 
+__all__ = ["ANONYMOUS_ADMIN", "Principal", "authorize", "check_access", "current_user"]
 
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling. Until auth lands everyone is an anonymous admin."""
-
-    name: str
-    roles: tuple[str, ...] = field(default=())
-
-    @property
-    def is_admin(self) -> bool:
-        return "admin" in self.roles
+#: Reads ``Authorization: Bearer ...`` and gives the OpenAPI page its "Authorize" button.
+bearer = OAuth2PasswordBearer(tokenUrl="token", auto_error=False)
+_TRUE = ("1", "true", "yes", "on")
 
 
-ANONYMOUS_ADMIN = Principal(name="anonymous", roles=("admin",))
+def get_auth(request: Request) -> AuthService | None:
+    auth: AuthService | None = request.app.state.auth
+    return auth
 
 
-async def current_user(request: Request) -> Principal:
-    """The caller of this request (the auth issue replaces this with token checks)."""
-    return ANONYMOUS_ADMIN
+async def current_user(request: Request, token: str | None = Depends(bearer)) -> Principal:
+    """The caller of this request: 401 without a valid token (when auth is on)."""
+    auth = get_auth(request)
+    if auth is None:
+        return ANONYMOUS_ADMIN
+    user = await auth.authenticate(token)
+    note(request, user=user.name)
+    return user
 
 
-def check_access(
-    user: Principal, action: str, kind: KindInfo | None, namespace: str | None
+def request_namespace(request: Request, kind: KindInfo | None) -> str | None:
+    """The namespace a request acts in: the path's, all of them, or None (cluster-scoped)."""
+    if kind is None or not kind.namespaced:
+        return None
+    namespace = request.path_params.get("namespace")
+    return namespace if isinstance(namespace, str) else ALL_NAMESPACES
+
+
+async def check_access(
+    request: Request, user: Principal, action: str, kind: KindInfo, namespace: str | None
 ) -> None:
-    """Raise ApiError(403) when ``user`` may not do ``action``; everything is allowed for now."""
-    return None
+    """Raise ApiError(403) when ``user`` may not do ``action`` on ``kind`` in ``namespace``."""
+    auth = get_auth(request)
+    if auth is not None:
+        await auth.require(user, action, kind.plural, namespace)
 
 
-def authorize(action: str, kind: KindInfo | None = None) -> Callable[..., Awaitable[Principal]]:
-    """A dependency that checks ``action`` on ``kind`` in the request's namespace."""
+def authorize(
+    action: str | None, kind: KindInfo | None = None, *, audit_action: str | None = None
+) -> Callable[..., Awaitable[Principal]]:
+    """A dependency that checks ``action`` on ``kind`` where the request acts.
+
+    ``action=None`` only authenticates (the route checks itself, e.g. apply: create or update).
+    """
 
     async def dependency(request: Request, user: Principal = Depends(current_user)) -> Principal:
-        namespace = request.path_params.get("namespace")
-        check_access(user, action, kind, namespace)
+        namespace = request_namespace(request, kind)
+        name = request.path_params.get("name")
+        note(
+            request,
+            action=audit_action or action,
+            resource=kind.plural if kind else None,
+            namespace=None if namespace == ALL_NAMESPACES else namespace,
+            name=name if isinstance(name, str) else None,
+        )
+        if kind is not None and action is not None:
+            await check_access(request, user, action, kind, namespace)
+            if action in ("get", "list") and request.query_params.get("watch", "").lower() in _TRUE:
+                await check_access(request, user, "watch", kind, namespace)
         return user
 
     return dependency

@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 REASONS: dict[int, str] = {
     400: "BadRequest",
+    401: "Unauthorized",
     403: "Forbidden",
     404: "NotFound",
     405: "MethodNotAllowed",
@@ -36,6 +37,7 @@ REASONS: dict[int, str] = {
     413: "RequestEntityTooLarge",
     415: "UnsupportedMediaType",
     422: "Invalid",
+    429: "TooManyRequests",
     500: "InternalError",
     501: "NotImplemented",
     502: "BadGateway",
@@ -56,6 +58,7 @@ class ApiError(Exception):
         field: str | None = None,
         details: list[dict[str, Any]] | None = None,
         resource_version: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -64,6 +67,8 @@ class ApiError(Exception):
         self.field = field
         self.details = details
         self.resource_version = resource_version
+        #: Response headers (``WWW-Authenticate`` on 401, ``Retry-After`` on 429).
+        self.headers = headers
 
     def body(self) -> dict[str, Any]:
         err: dict[str, Any] = {"code": self.code, "reason": self.reason, "message": self.message}
@@ -76,7 +81,7 @@ class ApiError(Exception):
         return {"error": err}
 
     def response(self) -> JSONResponse:
-        return JSONResponse(self.body(), status_code=self.code)
+        return JSONResponse(self.body(), status_code=self.code, headers=self.headers)
 
 
 def loc_path(loc: tuple[int | str, ...] | list[int | str], prefix: str = "") -> str:

@@ -8,6 +8,7 @@ the write, so a failed request never changes the store.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from skyshift.api import objects
@@ -143,8 +144,12 @@ async def apply(
     info: KindInfo,
     data: dict[str, Any],
     namespace: str | None,
+    check: Callable[[str], Awaitable[None]] | None = None,
 ) -> tuple[dict[str, Any], bool]:
-    """PUT on the collection: create the named object, or replace it if it exists."""
+    """PUT on the collection: create the named object, or replace it if it exists.
+
+    ``check(action)`` authorizes what it turns out to be: ``create`` or ``update``.
+    """
     data = objects.check_identity(info, data, namespace)
     name = data["metadata"].get("name")
     if not isinstance(name, str) or not name:
@@ -152,7 +157,11 @@ async def apply(
     try:
         await store.get(info.plural, name, namespace)
     except NotFound:
+        if check is not None:
+            await check("create")
         return await create(store, lifecycle, info, data, namespace), True
+    if check is not None:
+        await check("update")
     return await replace(store, lifecycle, info, data, namespace, name), False
 
 

@@ -92,7 +92,7 @@ async def job_logs(
 
 @router.post(
     "/{namespace}/jobs/{name}/exec",
-    dependencies=[Depends(authorize("update", JOB))],
+    dependencies=[Depends(authorize("update", JOB, audit_action="exec"))],
     response_model=ExecResult,
     summary="Run a command in one replica of a job",
     openapi_extra={

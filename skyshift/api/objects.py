@@ -29,6 +29,7 @@ SERVER_OWNED = ("uid", "creationTimestamp", "generation", "deletionTimestamp")
 RESERVED_NAMESPACES = frozenset(
     {n for k in KINDS for n in (k.kind.lower(), k.plural, *k.aliases)}
     | {"healthz", "readyz", "docs", "redoc", "token", "register-user", "invite"}
+    | {"register_user", "revoke_invite", "audit", "invites"}
 )
 
 

@@ -19,11 +19,17 @@ for _k in API_KINDS:
         _ALIASES[_n.lower()] = _k.plural
 
 
+#: Top-level routes that are not kinds (the auth routes): never rewritten.
+_NOT_KINDS = frozenset({"users", "audit", "token", "invite", "revoke_invite", "register_user"})
+
+
 def canonical_path(path: str) -> str:
     """``path`` with the kind segment replaced by the kind's plural (unchanged if none)."""
     segments = path.split("/")
     parts = [s for s in segments if s]
     if not parts or len(segments) - 1 != len(parts):  # odd shapes (``//``): leave to routing
+        return path
+    if parts[0] in _NOT_KINDS:  # ``/users/job`` is the user "job", not a kind alias
         return path
     kind_first = len(parts) == 1 or (len(parts) == 2 and parts[0].lower() in _ALIASES)
     index = 0 if kind_first else 1

@@ -16,8 +16,16 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from skyshift.api import handlers
+from skyshift.api.auth.audit import note
 from skyshift.api.body import read_manifest, read_patch
-from skyshift.api.deps import authorize, get_lifecycle, get_options, get_store
+from skyshift.api.deps import (
+    Principal,
+    authorize,
+    check_access,
+    get_lifecycle,
+    get_options,
+    get_store,
+)
 from skyshift.api.lifecycle import Lifecycle
 from skyshift.api.watch import NDJSON, watch_response
 from skyshift.models.base import API_VERSION
@@ -75,6 +83,12 @@ def _list_body(info: KindInfo, items: list[dict[str, Any]], rv: str, cont: str |
         "metadata": {"resourceVersion": rv, "continue": cont},
         "items": items,
     }
+
+
+def _manifest_name(data: Any) -> str | None:
+    meta = data.get("metadata") if isinstance(data, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
@@ -148,15 +162,22 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
 
     async def create(request: Request, namespace: str | None) -> Response:
         data = await read_manifest(request, get_options(request).max_body_bytes)
+        note(request, name=_manifest_name(data))
         obj = await handlers.create(
             get_store(request), get_lifecycle(request), info, data, ns_of(namespace)
         )
         return JSONResponse(obj, status_code=201)
 
-    async def apply(request: Request, namespace: str | None) -> Response:
+    async def apply(request: Request, namespace: str | None, user: Principal) -> Response:
         data = await read_manifest(request, get_options(request).max_body_bytes)
+        note(request, name=_manifest_name(data))
+
+        async def check(action: str) -> None:
+            note(request, action=action)
+            await check_access(request, user, action, info, ns_of(namespace))
+
         obj, created = await handlers.apply(
-            get_store(request), get_lifecycle(request), info, data, ns_of(namespace)
+            get_store(request), get_lifecycle(request), info, data, ns_of(namespace), check
         )
         return JSONResponse(obj, status_code=201 if created else 200)
 
@@ -251,13 +272,17 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
 
     @router.put(
         coll,
-        dependencies=dep("update"),
         openapi_extra=_BODY_DOC,
         summary=f"Create or replace a {kind} (apply)",
-        description="Creates the object named in the body (201) or replaces it (200).",
+        description="Creates the object named in the body (201) or replaces it (200); needs "
+        "the `create` or the `update` permission accordingly.",
     )
-    async def apply_route(request: Request, namespace: str | None = Depends(ns_param)) -> Any:
-        return await apply(request, namespace)
+    async def apply_route(
+        request: Request,
+        namespace: str | None = Depends(ns_param),
+        user: Principal = Depends(authorize(None, info)),
+    ) -> Any:
+        return await apply(request, namespace, user)
 
     @router.get(coll, dependencies=dep("list"), **list_doc)  # type: ignore[arg-type]
     async def list_route(

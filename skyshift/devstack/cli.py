@@ -22,6 +22,7 @@ from skyshift.config import skyshift_home
 from skyshift.devstack import stack
 from skyshift.devstack.components import Component, StackError
 from skyshift.devstack.local import attach_local_cluster, write_local_context
+from skyshift.devstack.login import ADMIN, admin_login
 from skyshift.devstack.sim import sim
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -174,10 +175,13 @@ def up(
     }
     result = stack.up(home, flags, ConsoleReporter(console), timeout=timeout)
     api_url = result.urls["api"]
+    user = token = None
     if "api" in result.started or "api" in result.reused:
-        outcome = attach_local_cluster(api_url, home)
+        user, token = ADMIN, admin_login(api_url, home).token
+        console.print("[green]✓[/] CLI logged in as admin")
+        outcome = attach_local_cluster(api_url, home, token)
         console.print(f"[green]✓[/] cluster local: {outcome}")
-    write_local_context(home, api_url)
+    write_local_context(home, api_url, user, token)
 
     table = Table(title="SkyShift is up", title_justify="left", show_header=True)
     table.add_column("part")

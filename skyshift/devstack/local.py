@@ -41,11 +41,12 @@ def local_cluster_manifest(home: Path) -> dict[str, Any]:
     }
 
 
-def attach_local_cluster(api_url: str, home: Path) -> str:
+def attach_local_cluster(api_url: str, home: Path, token: str | None = None) -> str:
     """Create the ``local`` Cluster through the API. Returns "attached" or "already attached"."""
     url = f"{api_url.rstrip('/')}/clusters"
+    headers = {"Authorization": f"Bearer {token}"} if token else None
     try:
-        resp = httpx.post(url, json=local_cluster_manifest(home), timeout=30.0)
+        resp = httpx.post(url, json=local_cluster_manifest(home), timeout=30.0, headers=headers)
     except httpx.HTTPError as exc:
         raise StackError(f"could not attach the local cluster: POST {url}: {exc}") from None
     if resp.status_code == 409:
@@ -58,8 +59,11 @@ def attach_local_cluster(api_url: str, home: Path) -> str:
     )
 
 
-def write_local_context(home: Path, server: str) -> None:
-    """Upsert the ``local`` CLI context (server, namespace default) and make it current."""
+def write_local_context(
+    home: Path, server: str, user: str | None = None, token: str | None = None
+) -> None:
+    """Upsert the ``local`` CLI context (server, namespace default) and make it current;
+    ``user``/``token`` (from logging in as admin) replace the context's credentials."""
     path = home / "config.yaml"
     try:
         cfg = load_config(path)
@@ -70,8 +74,8 @@ def write_local_context(home: Path, server: str) -> None:
         name=LOCAL_CONTEXT,
         server=server,
         namespace="default",
-        user=old.user if old else "",
-        token=old.token if old else "",
+        user=user if user is not None else (old.user if old else ""),
+        token=token if token is not None else (old.token if old else ""),
     )
     cfg.upsert(ctx, make_current=True)
     save_config(cfg, path)

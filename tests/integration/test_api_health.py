@@ -15,6 +15,7 @@ import pytest
 
 from skyshift.store import ObjectStore
 from tests.fixtures.api import RecordingLifecycle, asgi_client, sample
+from tests.fixtures.auth import admin_token
 from tests.fixtures.etcd import free_port
 
 # Until tests/conftest.py lists it: load the API fixtures for this module.
@@ -95,8 +96,11 @@ def test_python_m_skyshift_api(etcd_server: Any, tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "API server not ready"
             time.sleep(0.1)
         r = httpx.post(f"{url}/default/jobs", json=sample("jobs", "proc"))
+        assert r.status_code == 401, r.text  # secure by default: no token, no access
+        auth = {"Authorization": f"Bearer {admin_token(url, tmp_path)}"}
+        r = httpx.post(f"{url}/default/jobs", json=sample("jobs", "proc"), headers=auth)
         assert r.status_code == 201, r.text
-        r = httpx.delete(f"{url}/default/jobs/proc")
+        r = httpx.delete(f"{url}/default/jobs/proc", headers=auth)
         assert r.status_code == 200  # SKYSHIFT_LIFECYCLE=off: removed at once
         assert "temporal" not in httpx.get(f"{url}/readyz").json()["checks"]
     finally:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.fixtures.auth import admin_token
 from tests.fixtures.etcd import EtcdServer
 
 pytestmark = pytest.mark.integration
@@ -50,12 +51,17 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: fl
 
 
 @pytest.fixture(scope="module")
-def api_url(etcd_server: EtcdServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real uvicorn API process on a free port, its own store prefix, no lifecycle plane."""
+def cli_api(
+    etcd_server: EtcdServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
+    """A real uvicorn API process on a free port, its own store prefix, no lifecycle plane;
+    yields its URL and an admin token (auth is on, as in production)."""
     port = free_port()
     log = tmp_path_factory.mktemp("cli-api") / "api.log"
+    home = tmp_path_factory.mktemp("cli-api-home")
     env = {
         **os.environ,
+        "SKYSHIFT_HOME": str(home),
         "SKYSHIFT_ETCD": etcd_server.endpoint,
         "SKYSHIFT_API_HOST": "127.0.0.1",
         "SKYSHIFT_API_PORT": str(port),
@@ -69,7 +75,7 @@ def api_url(etcd_server: EtcdServer, tmp_path_factory: pytest.TempPathFactory) -
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc, log)
-        yield url
+        yield url, admin_token(url, home)
     finally:
         proc.terminate()
         try:
@@ -114,11 +120,18 @@ class Skyctl:
         return run
 
 
+@pytest.fixture(scope="module")
+def api_url(cli_api: tuple[str, str]) -> str:
+    return cli_api[0]
+
+
 @pytest.fixture
-def skyctl(api_url: str, tmp_path: Path) -> Skyctl:
+def skyctl(cli_api: tuple[str, str], tmp_path: Path) -> Skyctl:
     home = tmp_path / "home"
     home.mkdir()
-    return Skyctl(api_url, home)
+    run = Skyctl(cli_api[0], home)
+    run.env["SKYSHIFT_TOKEN"] = cli_api[1]
+    return run
 
 
 def uniq(prefix: str) -> str:

@@ -1,0 +1,125 @@
+"""The audit trail: one record per mutation (who, what, when, result), kept in etcd.
+
+Records live under their own key prefix (``{store prefix}/audit/...``), named so that a plain key
+listing returns the newest first; ``GET /audit`` pages through them for admins. They never hold
+request bodies, so no password or invite secret can end up there.
+
+:class:`AuditMiddleware` writes the record after the response is sent, for every POST, PUT,
+PATCH and DELETE. Routes say what the request was about through :func:`note` (the
+authorization dependency does it for every object route); requests that never authenticated
+are only logged (writing them to etcd would let anyone fill it). A failed audit write is logged
+and does not undo the mutation.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from skyshift.store import ObjectStore, StoreError
+
+log = logging.getLogger("skyshift.audit")
+
+AUDIT = "audit"
+MUTATIONS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_STATE_KEY = "skyshift_audit"
+_MAX_NS = 10**20
+
+
+def note(request: Request, **fields: Any) -> None:
+    """Record facts about this request for its audit record (user, action, resource, ...)."""
+    state: dict[str, Any] = request.scope.setdefault("state", {})
+    record = state.setdefault(_STATE_KEY, {})
+    record.update({k: v for k, v in fields.items() if v is not None})
+
+
+def record_name(now_ns: int) -> str:
+    """Newest-first sortable key: inverted nanoseconds, plus randomness against collisions."""
+    return f"{_MAX_NS - now_ns:020d}-{secrets.token_hex(4)}"
+
+
+class AuditLog:
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+
+    async def write(self, fields: dict[str, Any]) -> None:
+        now_ns = time.time_ns()
+        stamp = datetime.fromtimestamp(now_ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        record = {
+            "kind": "AuditRecord",
+            "metadata": {"name": record_name(now_ns), "creationTimestamp": stamp},
+            "time": stamp,
+            **{k: v for k, v in fields.items() if k not in ("kind", "metadata")},
+        }
+        await self.store.create(AUDIT, record)
+
+    async def list(
+        self, limit: int | None, continue_token: str | None, user: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """Newest first; ``user`` filters by who (applied within each page)."""
+        result = await self.store.list(AUDIT, limit=limit, continue_token=continue_token)
+        items = [r for r in result.items if user is None or r.get("user") == user]
+        return items, result.continue_token
+
+
+Writer = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class AuditMiddleware:
+    """Writes an audit record after every mutating request (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, writer: Writer | None = None) -> None:
+        self.app = app
+        self.writer = writer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in MUTATIONS or self.writer is None:
+            await self.app(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        status = {"code": 500}
+
+        async def watch_status(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch_status)
+        finally:
+            await self._record(scope, state.get(_STATE_KEY) or {}, status["code"])
+
+    async def _record(self, scope: Scope, noted: dict[str, Any], code: int) -> None:
+        client = scope.get("client")
+        fields: dict[str, Any] = {
+            "user": noted.get("user") or "",
+            "action": noted.get("action") or scope["method"].lower(),
+            "resource": noted.get("resource") or "",
+            "namespace": noted.get("namespace"),
+            "name": noted.get("name"),
+            "path": scope.get("path", ""),
+            "method": scope["method"],
+            "code": code,
+            "result": "success" if code < 400 else ("denied" if code in (401, 403) else "failure"),
+            "client": client[0] if client else "",
+        }
+        if noted.get("details"):
+            fields["details"] = noted["details"]
+        fields = {k: v for k, v in fields.items() if v is not None}
+        if not fields["user"] or code == 429:
+            # Unauthenticated or throttled: logged only, so nobody can flood etcd with records.
+            log.info("%s %s by %r -> %s from %s", fields["method"], fields["path"],
+                     fields["user"], code, fields["client"])
+            return
+        try:
+            assert self.writer is not None
+            await self.writer(fields)
+        except (StoreError, OSError) as exc:
+            log.warning("audit record not written (%s): %s", exc, fields)
