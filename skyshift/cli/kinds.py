@@ -26,17 +26,27 @@ def resolve_kind(name: str) -> KindInfo:
 
 
 class KindType(click.ParamType):  # type: ignore[type-arg]
-    """A click parameter resolving to :class:`KindInfo`."""
+    """A click parameter resolving to :class:`KindInfo` (plus ``extra`` kinds, e.g. users)."""
 
     name = "KIND"
+
+    def __init__(self, extra: tuple[str, ...] = ()) -> None:
+        self.extra = {n: kind_info(k) for k in extra for n in _names(kind_info(k))}
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, KindInfo):
             return value
+        if (info := self.extra.get(str(value).lower())) is not None:
+            return info
         try:
             return resolve_kind(str(value))
         except UnknownKind as exc:
             self.fail(str(exc), param, ctx)
 
 
-KIND = KindType()
+def _names(info: KindInfo) -> tuple[str, ...]:
+    return (info.kind.lower(), info.plural, *info.aliases)
+
+
+#: get, describe and delete also take ``user``/``users`` (which have their own API routes).
+KIND = KindType(extra=("users",))

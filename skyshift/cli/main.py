@@ -18,6 +18,7 @@ import click
 from pydantic import ValidationError
 
 from skyshift.cli.apply import apply
+from skyshift.cli.auth import COMMANDS as AUTH_COMMANDS
 from skyshift.cli.config_cmd import config
 from skyshift.cli.create import create
 from skyshift.cli.delete import delete
@@ -83,6 +84,8 @@ def cli(ctx: click.Context, server: str | None, context_name: str | None) -> Non
 
 for command in (apply, create, get, describe, delete, logs, exec_command, status, config,
                 version):
+    cli.add_command(command)
+for command in AUTH_COMMANDS:
     cli.add_command(command)
 
 

@@ -255,6 +255,18 @@ def role_rows(obj: Obj, wide: bool, now: datetime | None) -> list[list[str]]:
     ]]
 
 
+USER_HEADERS = ["NAME", "EMAIL", "ROLES", "AGE"]
+
+
+def user_rows(obj: Obj, wide: bool, now: datetime | None) -> list[list[str]]:
+    return [[
+        _str(_meta(obj).get("name")),
+        _str(_d(obj, "spec", "email") or None),
+        _str(_d(obj, "status", "roles") or None),
+        _age(obj, now),
+    ]]
+
+
 GENERIC_HEADERS = ["NAME", "NAMESPACE", "AGE"]
 
 
@@ -271,6 +283,7 @@ VIEWS: dict[str, tuple[list[str], list[str], RowFn]] = {
     "Link": (LINK_HEADERS, [], link_rows),
     "Namespace": (NAMESPACE_HEADERS, [], namespace_rows),
     "Role": (ROLE_HEADERS, [], role_rows),
+    "User": (USER_HEADERS, [], user_rows),
 }
 
 
