@@ -5,5 +5,6 @@ pytest_plugins = [
     "tests.fixtures.temporal",
     "tests.fixtures.stack",
     "tests.fixtures.api",
+    "tests.fixtures.slurm",
     "tests.fixtures.auth",
 ]

@@ -63,6 +63,7 @@ ManagerFactory = Callable[[str, dict[str, Any]], ClusterManager]
 # manager name -> "module:attribute" of a class or function taking (name, config)
 _BUILTIN: dict[str, str] = {
     "local": "skyshift.compat.local:LocalManager",
+    "slurm": "skyshift.compat.slurm:SlurmManager",
 }
 _REGISTRY: dict[str, ManagerFactory] = {}
 
