@@ -29,6 +29,7 @@ import pytest
 
 from skyshift.client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
+from tests.fixtures.auth import admin_token
 from tests.fixtures.etcd import free_port
 
 pytestmark = pytest.mark.integration
@@ -38,12 +39,6 @@ def fault_seconds(default: float = 60.0) -> float:
     """How long the load scenarios run (``SKYSHIFT_FAULT_SECONDS``; 60 unless told)."""
     value = os.environ.get("SKYSHIFT_FAULT_SECONDS", "")
     return float(value) if value.strip() else default
-
-
-def auth_headers() -> dict[str, str]:
-    """Headers every request of the suite carries (a bearer token once the API requires one)."""
-    token = os.environ.get("SKYSHIFT_TOKEN")
-    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def job(name: str, **annotations: str) -> dict[str, Any]:
@@ -59,20 +54,32 @@ def job(name: str, **annotations: str) -> dict[str, Any]:
 
 
 class ApiProcess:
-    """One ``python -m skyshift.api`` on a fixed loopback port; stop, kill and start again."""
+    """One ``python -m skyshift.api`` on a fixed loopback port; stop, kill and start again.
 
-    def __init__(self, etcd_endpoint: str, log_dir: Path, prefix: str | None = None) -> None:
+    Auth is on, as in production: the server writes its signing key and the generated admin
+    password under ``home`` at first start, and :attr:`token` is an admin token obtained by
+    logging in (as the shared fixtures do for server processes). Replicas given the same
+    ``home`` and ``prefix`` share the key, so a token from one is good on the others.
+    """
+
+    def __init__(
+        self, etcd_endpoint: str, log_dir: Path, prefix: str | None = None,
+        home: Path | None = None,
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.prefix = prefix or f"/fault-{uuid.uuid4().hex[:8]}"
         self.log_path = log_dir / f"api-{self.port}.log"
+        self.home = home or log_dir / f"home-{self.prefix.strip('/')}"
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.token = ""
         self.env = {
             **os.environ,
             "SKYSHIFT_ETCD": etcd_endpoint,
             "SKYSHIFT_STORE_PREFIX": self.prefix,
             "SKYSHIFT_API_HOST": "127.0.0.1",
             "SKYSHIFT_API_PORT": str(self.port),
-            "SKYSHIFT_HOME": str(log_dir),
+            "SKYSHIFT_HOME": str(self.home),
             "SKYSHIFT_LIFECYCLE": "off",
             "SKYSHIFT_LOG_LEVEL": "WARNING",
             "SKYSHIFT_API_WATCH_KEEPALIVE": "1",
@@ -98,12 +105,20 @@ class ApiProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"API server exited {self.proc.returncode}:\n{self.log_tail()}")
             with contextlib.suppress(httpx.HTTPError):
-                r = httpx.get(self.url + probe, timeout=1, headers=auth_headers())
+                r = httpx.get(self.url + probe, timeout=1)
                 if r.status_code == 200:
-                    return time.monotonic() - t0
+                    took = time.monotonic() - t0
+                    if not self.token and ready:
+                        self.token = admin_token(self.url, self.home)
+                    return took
             time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"API server not ready after {timeout}s:\n{self.log_tail()}")
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The bearer header every request of the suite carries."""
+        return {"Authorization": f"Bearer {self.token}"}
 
     def stop(self, timeout: float = 15.0) -> None:
         """Graceful stop (SIGTERM: uvicorn finishes in-flight requests), escalating to SIGKILL."""
@@ -138,13 +153,16 @@ class ApiProcess:
 
 @pytest.fixture
 def api_process(tmp_path: Path) -> Iterator[Callable[..., ApiProcess]]:
-    """``api_process(etcd_endpoint, prefix=None)``: a started API server process (stopped after)."""
+    """``api_process(etcd_endpoint, prefix=None, home=None)``: a started API server process
+    with its admin token (stopped after). Pass another process's prefix and home for a replica."""
     procs: list[ApiProcess] = []
 
-    def make(etcd_endpoint: str, prefix: str | None = None, ready: bool = True) -> ApiProcess:
-        proc = ApiProcess(etcd_endpoint, tmp_path, prefix)
+    def make(
+        etcd_endpoint: str, prefix: str | None = None, home: Path | None = None
+    ) -> ApiProcess:
+        proc = ApiProcess(etcd_endpoint, tmp_path, prefix, home)
         procs.append(proc)
-        proc.start(ready=ready)
+        proc.start()
         return proc
 
     yield make
@@ -174,6 +192,7 @@ class ResumingWatcher:
     """
 
     server: str
+    token: str
     kind: str
     namespace: str | None
     rv: str
@@ -208,8 +227,7 @@ class ResumingWatcher:
                 await self._task
 
     async def run(self) -> None:
-        token = auth_headers().get("Authorization", "").removeprefix("Bearer ") or None
-        async with AsyncSkyShiftClient(self.server, token=token, timeout=15) as client:
+        async with AsyncSkyShiftClient(self.server, token=self.token, timeout=15) as client:
             while not self.stopped.is_set():
                 try:
                     await self._once(client)

@@ -22,7 +22,6 @@ from tests.faults.conftest import (
     ResumingWatcher,
     Seen,
     assert_exact_sequence,
-    auth_headers,
     job,
 )
 from tests.fixtures.etcd import EtcdServer
@@ -31,10 +30,12 @@ NS = "default"
 WATCHERS = 3
 
 
-async def writer(url: str, stop: asyncio.Event, acked: list[Seen], problems: list[str]) -> None:
+async def writer(
+    api: ApiProcess, stop: asyncio.Event, acked: list[Seen], problems: list[str]
+) -> None:
     """create, patch, delete in turn, ~30 writes/s; records what B acknowledged."""
     seq = 0
-    async with httpx.AsyncClient(base_url=url, timeout=15, headers=auth_headers()) as c:
+    async with httpx.AsyncClient(base_url=api.url, timeout=15, headers=api.headers) as c:
         while not stop.is_set():
             seq += 1
             name = f"r-{seq:05d}"
@@ -87,14 +88,15 @@ async def test_api_restart_watchers_get_every_event_once(
     etcd_server: EtcdServer, api_process: Callable[..., ApiProcess]
 ) -> None:
     watched = api_process(etcd_server.endpoint)
-    writes_via = api_process(etcd_server.endpoint, prefix=watched.prefix)
-    async with httpx.AsyncClient(base_url=watched.url, headers=auth_headers()) as c:
+    writes_via = api_process(etcd_server.endpoint, prefix=watched.prefix, home=watched.home)
+    async with httpx.AsyncClient(base_url=watched.url, headers=watched.headers) as c:
         start_rv = (await c.get(f"/{NS}/jobs")).json()["metadata"]["resourceVersion"]
-    watchers = [ResumingWatcher(watched.url, "jobs", NS, start_rv).start() for _ in range(WATCHERS)]
+    watchers = [ResumingWatcher(watched.url, watched.token, "jobs", NS, start_rv).start()
+                for _ in range(WATCHERS)]
     acked: list[Seen] = []
     problems: list[str] = []
     stop = asyncio.Event()
-    task = asyncio.create_task(writer(writes_via.url, stop, acked, problems))
+    task = asyncio.create_task(writer(writes_via, stop, acked, problems))
 
     await asyncio.sleep(2)
     figures = {"term": await restart(watched, watchers, "term")}

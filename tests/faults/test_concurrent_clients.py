@@ -24,7 +24,6 @@ import httpx
 from tests.faults.conftest import (
     ApiProcess,
     ResumingWatcher,
-    auth_headers,
     fault_seconds,
     job,
     status_table,
@@ -118,11 +117,11 @@ async def short_watch(c: httpx.AsyncClient, t: Tally, ns: str) -> None:
         t.problems.append(f"watch {ns} with timeoutSeconds=1 took {time.monotonic() - t0:.1f}s")
 
 
-async def client_loop(url: str, cid: int, deadline: float, t: Tally) -> None:
+async def client_loop(api: ApiProcess, cid: int, deadline: float, t: Tally) -> None:
     rng = random.Random(cid)
     mine: list[tuple[str, str]] = []
     seq = 0
-    async with httpx.AsyncClient(base_url=url, timeout=30, headers=auth_headers()) as c:
+    async with httpx.AsyncClient(base_url=api.url, timeout=30, headers=api.headers) as c:
         while time.monotonic() < deadline:
             ns = rng.choice(NAMESPACES)
             roll = rng.random()
@@ -155,10 +154,10 @@ async def client_loop(url: str, cid: int, deadline: float, t: Tally) -> None:
                 await short_watch(c, t, ns)
 
 
-async def seed(url: str) -> dict[str, str]:
+async def seed(api: ApiProcess) -> dict[str, str]:
     """Namespaces and zeroed counters; returns each namespace's revision after seeding."""
     revs: dict[str, str] = {}
-    async with httpx.AsyncClient(base_url=url, timeout=30, headers=auth_headers()) as c:
+    async with httpx.AsyncClient(base_url=api.url, timeout=30, headers=api.headers) as c:
         for ns in NAMESPACES:
             r = await c.post("/namespaces", json={"kind": "Namespace", "metadata": {"name": ns}})
             assert r.status_code == 201, r.text
@@ -174,20 +173,21 @@ async def test_twenty_clients_no_5xx_no_lost_update(
 ) -> None:
     seconds = fault_seconds()
     api = api_process(etcd_server.endpoint)
-    revs = await seed(api.url)
-    watchers = [ResumingWatcher(api.url, "jobs", ns, revs[ns], note_key=KEY) for ns in NAMESPACES]
+    revs = await seed(api)
+    watchers = [ResumingWatcher(api.url, api.token, "jobs", ns, revs[ns], note_key=KEY)
+                for ns in NAMESPACES]
     for w in watchers:
         w.start()
     t = Tally()
     t0 = time.monotonic()
     await asyncio.wait_for(
-        asyncio.gather(*(client_loop(api.url, i, t0 + seconds, t) for i in range(CLIENTS))),
+        asyncio.gather(*(client_loop(api, i, t0 + seconds, t) for i in range(CLIENTS))),
         seconds + 120,
     )
     elapsed = time.monotonic() - t0
 
     final: dict[tuple[str, str], int] = {}
-    async with httpx.AsyncClient(base_url=api.url, timeout=30, headers=auth_headers()) as c:
+    async with httpx.AsyncClient(base_url=api.url, timeout=30, headers=api.headers) as c:
         for ns in NAMESPACES:
             body = (await c.get(f"/{ns}/jobs")).json()
             for obj in body["items"]:

@@ -26,7 +26,6 @@ from tests.faults.conftest import (
     ResumingWatcher,
     Seen,
     assert_exact_sequence,
-    auth_headers,
     job,
     status_table,
 )
@@ -51,10 +50,10 @@ class Writes:
     phase: str = "before"
 
 
-async def writer(url: str, wid: int, stop: asyncio.Event, w: Writes) -> None:
+async def writer(api: ApiProcess, wid: int, stop: asyncio.Event, w: Writes) -> None:
     seq = 0
-    async with httpx.AsyncClient(base_url=url, timeout=STORE_TIMEOUT * 3,
-                                 headers=auth_headers()) as c:
+    async with httpx.AsyncClient(base_url=api.url, timeout=STORE_TIMEOUT * 3,
+                                 headers=api.headers) as c:
         while not stop.is_set():
             seq += 1
             name = f"w{wid}-{seq:05d}"
@@ -99,13 +98,13 @@ async def test_etcd_restart_503_then_recovery_without_lost_events(
 ) -> None:
     etcd = etcd_factory()
     api = api_process(etcd.endpoint)
-    async with httpx.AsyncClient(base_url=api.url, headers=auth_headers()) as c:
+    async with httpx.AsyncClient(base_url=api.url, headers=api.headers) as c:
         start_rv = (await c.get(f"/{NS}/jobs")).json()["metadata"]["resourceVersion"]
-    steady = ResumingWatcher(api.url, "jobs", NS, start_rv).start()
-    hangup = ResumingWatcher(api.url, "jobs", NS, start_rv).start()
+    steady = ResumingWatcher(api.url, api.token, "jobs", NS, start_rv).start()
+    hangup = ResumingWatcher(api.url, api.token, "jobs", NS, start_rv).start()
     w = Writes()
     stop = asyncio.Event()
-    tasks = [asyncio.create_task(writer(api.url, i, stop, w)) for i in range(WRITERS)]
+    tasks = [asyncio.create_task(writer(api, i, stop, w)) for i in range(WRITERS)]
 
     await asyncio.sleep(3)
     assert w.acked, f"no write succeeded before the outage: {w.problems[:3]}"
@@ -117,7 +116,7 @@ async def test_etcd_restart_503_then_recovery_without_lost_events(
     hangup.stopped.clear()
     hangup.start()
     await asyncio.sleep(OUTAGE)
-    async with httpx.AsyncClient(base_url=api.url, headers=auth_headers()) as c:
+    async with httpx.AsyncClient(base_url=api.url, headers=api.headers) as c:
         t0 = time.monotonic()
         r = await c.get("/readyz", timeout=STORE_TIMEOUT * 3)
         probe_s = time.monotonic() - t0
