@@ -1,0 +1,383 @@
+"""Turn bench/results/latest.json into plots (PNG) and docs/benchmarks.md.
+
+    python bench/report.py [--results bench/results/latest.json] [--docs docs/benchmarks.md]
+
+Everything in the document comes from the JSON the benchmarks wrote (bench/run runs them all and
+then this); the only hand-written part is the header below. Plots: API latency by operation and
+stored-object count, throughput against client concurrency (bench/api_sweep.py), the object
+store's figures, and, once bench/lifecycle.py reports them, the submit -> Running latency
+distribution. A benchmark that is missing is listed as such, never invented.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter, NullFormatter
+
+PLAIN = FuncFormatter(lambda v, _: f"{v:g}")
+
+
+def plain_log_y(ax: Any) -> None:
+    """A log y axis labelled 1, 10, 100 rather than 10^0 ... (and no minor labels)."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(PLAIN)
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+RESULTS = BENCH / "results"
+
+HEADER = """# Benchmarks
+
+Figures from one run of `bench/run` on the machine below (the benchmarks print them and write
+`bench/results/latest.json`; `bench/report.py` generates this page and the plots from that file,
+so edit the generator, not this page). They are measurements, not guarantees: on a 2-core machine
+the load generator, the API server, etcd and (for the lifecycle) the Temporal dev server share the
+CPU, so absolute numbers are the whole loopback system's. Medians (p50) and p99 are over the
+samples of one run. The original SkyShift took 3.15 s (p50) from submit to Running on a local
+Slurm, mostly its 3 s status poll; the watch figures below are what replaces that poll.
+
+Reproduce: `./dev bench` (that is `bench/run`, which runs every benchmark and then
+`bench/report.py`; `bench/run --quick` is a smoke run of under a minute). Raw figures:
+[bench/results/latest.json](../bench/results/latest.json).
+"""
+
+ORIGINAL_POLL_S = 3.0
+ORIGINAL_SUBMIT_TO_RUNNING_S = 3.15
+
+
+def load(path: Path) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"cannot read {path}: {exc}; run bench/run first") from exc
+
+
+def fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return "n/a" if value is None else str(value)
+
+
+def table(head: list[str], rows: list[list[Any]]) -> str:
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(fmt(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def ratio(a: Any, b: Any) -> str:
+    try:
+        return f"{float(a) / float(b):,.1f}x"
+    except (TypeError, ValueError, ZeroDivisionError):
+        return "n/a"
+
+
+# -- plots --------------------------------------------------------------------------------------
+
+API_OPS = [
+    ("create", "create (concurrent)"),
+    ("get_sequential", "get (sequential)"),
+    ("get_concurrent", "get (concurrent)"),
+    ("watch_event_latency", "watch: patch -> event"),
+]
+
+
+def _api_rows(s: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    rows = [(label, s[key]) for key, label in API_OPS if key in s]
+    lst = s.get("list", {})
+    rows += [(f"list {k}", v) for k, v in (("all", lst.get("full")), ("limit=500",
+             lst.get("page_500")), ("labelSelector", lst.get("selector"))) if v]
+    return rows
+
+
+def plot_api_latency(api: dict[str, Any], out: Path) -> None:
+    sizes = sorted(api["sizes"], key=int)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    labels = [label for label, _ in _api_rows(api["sizes"][sizes[0]])]
+    width = 0.8 / max(1, len(sizes))
+    for i, size in enumerate(sizes):
+        rows = dict(_api_rows(api["sizes"][size]))
+        xs = [j + i * width for j in range(len(labels))]
+        p50 = [rows[lbl]["p50_ms"] for lbl in labels]
+        p99 = [rows[lbl]["p99_ms"] for lbl in labels]
+        ax.bar(xs, p99, width, alpha=0.35, color=f"C{i}")
+        ax.bar(xs, p50, width, color=f"C{i}", label=f"{int(size):,} jobs stored (p50; pale: p99)")
+    ax.set_xticks([j + width * (len(sizes) - 1) / 2 for j in range(len(labels))], labels,
+                  rotation=25, ha="right")
+    plain_log_y(ax)
+    ax.set_ylabel("latency (ms, log)")
+    ax.set_title("API latency by operation")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+
+
+def plot_sweep(sweep: dict[str, Any], out: Path) -> None:
+    levels = sweep["levels"]
+    conc = [r["concurrency"] for r in levels]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for key, label in (("get", "get"), ("create", "create"), ("get_put_cas", "get + CAS put")):
+        left.plot(conc, [r[key]["rps"] for r in levels], marker="o", label=label)
+        right.plot(conc, [r[key]["p99_ms"] for r in levels], marker="o", label=label)
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(conc, [str(c) for c in conc])
+        ax.set_xlabel("concurrent clients")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    left.set_ylabel("requests/s")
+    left.set_title("API throughput vs concurrency")
+    right.set_ylabel("p99 latency (ms)")
+    plain_log_y(right)
+    right.set_title("p99 latency vs concurrency")
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+
+
+def plot_store(store: dict[str, Any], out: Path) -> None:
+    ops = [k for k in ("create", "get", "get_then_cas_update", "contended_guaranteed_update")
+           if k in store]
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.bar(ops, [store[k]["ops_per_s"] for k in ops], color="C2")
+    ax.set_ylabel("operations/s")
+    ax.set_title(f"Object store at concurrency {store.get('concurrency')}")
+    ax.tick_params(axis="x", labelrotation=15)
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+
+
+def lifecycle_samples(data: dict[str, Any]) -> list[float] | None:
+    """Submit -> Running samples in seconds, wherever bench/lifecycle.py put them."""
+    for key, value in data.items():
+        if "running" not in key.lower():
+            continue
+        if isinstance(value, list) and value and all(isinstance(v, int | float) for v in value):
+            return [float(v) for v in value]
+        if isinstance(value, dict):
+            for sk, sv in value.items():
+                if isinstance(sv, list) and sv and all(isinstance(v, int | float) for v in sv):
+                    scale = 0.001 if sk.endswith("_ms") else 1.0
+                    return [float(v) * scale for v in sv]
+    return None
+
+
+def plot_lifecycle(samples: list[float], out: Path) -> None:
+    fig, (hist, cdf) = plt.subplots(1, 2, figsize=(10, 4))
+    hist.hist(samples, bins=min(40, max(5, len(samples) // 5)), color="C1")
+    hist.axvline(ORIGINAL_SUBMIT_TO_RUNNING_S, color="k", ls="--", label="original SkyShift p50")
+    hist.set_xlabel("submit -> Running (s)")
+    hist.set_ylabel("jobs")
+    hist.legend(fontsize=8)
+    ordered = sorted(samples)
+    cdf.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], color="C1")
+    cdf.axvline(ORIGINAL_SUBMIT_TO_RUNNING_S, color="k", ls="--")
+    cdf.set_xlabel("submit -> Running (s)")
+    cdf.set_ylabel("fraction of jobs")
+    cdf.grid(alpha=0.3)
+    fig.suptitle("Job submit -> Running latency")
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+
+
+# -- document sections --------------------------------------------------------------------------
+
+
+def section_machine(results: dict[str, Any]) -> str:
+    m = results.get("machine", {})
+    rows = [[k, m.get(k)] for k in ("cpus", "memory_gb", "platform", "python", "etcd",
+                                     "temporal_cli", "temporalio", "when")]
+    last = results.get("runs", {}).get("last", {})
+    runs = last.get("runs", [])
+    text = "## Machine and versions\n\n" + table(["", "value"], rows)
+    if runs:
+        rows2 = [[r["name"], " ".join(r.get("args") or []) or "(defaults)", r["exit"],
+                  r["seconds"]] for r in runs]
+        text += ("\n\nLast `bench/run`" + (" `--quick`" if last.get("quick") else "") + ":\n\n"
+                 + table(["benchmark", "arguments", "exit", "seconds"], rows2))
+    return text
+
+
+def section_api(api: dict[str, Any], store: dict[str, Any] | None) -> str:
+    sizes = sorted(api["sizes"], key=int)
+    parts = ["## API server (bench/api.py)\n",
+             "Requests over loopback HTTP to one `python -m skyshift.api` process on its own "
+             "etcd, lifecycle hooks off. ![API latency](../bench/results/api_latency.png)\n"]
+    for size in sizes:
+        s = api["sizes"][size]
+        rows = [[label, r.get("n"), r["p50_ms"], r["p99_ms"], r.get("rps")]
+                for label, r in _api_rows(s)]
+        parts.append(f"### {int(size):,} jobs stored\n\n"
+                     + table(["operation", "samples", "p50 ms", "p99 ms", "req/s"], rows) + "\n")
+    small, big = api["sizes"][sizes[0]], api["sizes"][sizes[-1]]
+    ratios = []
+    if len(sizes) > 1:
+        ratios += [
+            [f"list all: {int(sizes[-1]):,} vs {int(sizes[0]):,} jobs (p50)",
+             ratio(big["list"]["full"]["p50_ms"], small["list"]["full"]["p50_ms"]),
+             f"objects grew {ratio(sizes[-1], sizes[0])}"],
+            [f"get: {int(sizes[-1]):,} vs {int(sizes[0]):,} jobs (p50)",
+             ratio(big["get_sequential"]["p50_ms"], small["get_sequential"]["p50_ms"]),
+             "a get should not depend on how many objects exist"],
+        ]
+    ratios.append(["original 3 s status poll / watch event latency (p50)",
+                   ratio(ORIGINAL_POLL_S * 1000, big["watch_event_latency"]["p50_ms"]),
+                   "how much sooner a change is seen"])
+    if store:
+        ratios.append(["store create ops/s / API create req/s",
+                       ratio(store["create"]["ops_per_s"], big["create"]["rps"]),
+                       "cost of HTTP + validation over the bare store"])
+    parts.append("### Ratios\n\n" + table(["ratio", "value", "meaning"], ratios) + "\n")
+    return "\n".join(parts)
+
+
+def section_sweep(sweep: dict[str, Any]) -> str:
+    rows = [[r["concurrency"], r["create"]["rps"], r["get"]["rps"], r["get"]["p50_ms"],
+             r["get"]["p99_ms"], r["get_put_cas"]["rps"], r["get_put_cas"]["p99_ms"]]
+            for r in sweep["levels"]]
+    levels = sweep["levels"]
+    first, best = levels[0], max(levels, key=lambda r: r["get"]["rps"])
+    last = levels[-1]
+    after_peak = ""
+    if last is not best:
+        after_peak = (
+            f" At {last['concurrency']} clients it is {fmt(last['get']['rps'])} req/s with p99 "
+            f"{fmt(last['get']['p99_ms'])} ms: past the peak more clients only queue, as the "
+            "Python load generator, the API process and etcd share two cores."
+        )
+    return (
+        "## Throughput against concurrency (bench/api_sweep.py)\n\n"
+        f"{sweep.get('seconds_per_phase')} s per operation and level, same single API process. "
+        f"Peak get throughput {fmt(best['get']['rps'])} req/s at {best['concurrency']} clients, "
+        f"{ratio(best['get']['rps'], first['get']['rps'])} the single-client rate.{after_peak}"
+        "\n\n![throughput vs concurrency](../bench/results/api_throughput.png)\n\n"
+        + table(["clients", "create/s", "get/s", "get p50 ms", "get p99 ms", "get+CAS put/s",
+                 "get+CAS p99 ms"], rows) + "\n"
+    )
+
+
+def section_store(store: dict[str, Any]) -> str:
+    rows = [[k, store[k]["ops_per_s"], store[k]["p50_ms"], store[k]["p99_ms"]]
+            for k in ("create", "get", "get_then_cas_update", "contended_guaranteed_update")
+            if k in store]
+    wd = store.get("watch_delivery", {})
+    return (
+        "## Object store (bench/store_ops.py)\n\n"
+        f"One ObjectStore on its own etcd, {fmt(store.get('objects'))} objects, concurrency "
+        f"{store.get('concurrency')}.\n\n![store](../bench/results/store_ops.png)\n\n"
+        + table(["operation", "ops/s", "p50 ms", "p99 ms"], rows)
+        + f"\n\nList of {fmt(store.get('listed_items'))} objects: all at once "
+        f"{fmt(store.get('list_all_ms'))} ms, in pages of 500 "
+        f"{fmt(store.get('list_paginated_500_ms'))} ms, by label selector "
+        f"{fmt(store.get('list_selector_ms'))} ms. Watch delivery (write acknowledged -> "
+        f"event): p50 {fmt(wd.get('p50_ms'))} ms, p99 {fmt(wd.get('p99_ms'))} ms.\n"
+    )
+
+
+def section_scheduler(s: dict[str, Any]) -> str:
+    if "batch_p50_ms" not in s:
+        return "## Scheduler (bench/scheduler.py)\n\n```\n" + s.get("stdout", "") + "\n```\n"
+    return (
+        "## Scheduler (bench/scheduler.py)\n\n"
+        f"One placement batch of {fmt(s.get('jobs'))} jobs x {s.get('replicas')} replicas over "
+        f"{s.get('clusters')} clusters x {s.get('nodes')} nodes ({fmt(s.get('placed'))} placed, "
+        f"{fmt(s.get('pending'))} left pending with a reason), {s.get('rounds')} rounds: "
+        f"p50 {fmt(s['batch_p50_ms'])} ms, p99 {fmt(s.get('batch_p99_ms'))} ms per batch, "
+        f"{fmt(s.get('jobs_per_s'))} jobs/s at the median. Pure code, no I/O: the "
+        "SchedulerWorkflow runs one such batch per activity.\n"
+    )
+
+
+def section_generic(name: str, data: dict[str, Any], images: list[str]) -> str:
+    """Benchmarks this generator has no special layout for: their flat figures as a table."""
+    rows: list[list[Any]] = []
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            rows.append([prefix, value])
+
+    walk("", {k: v for k, v in data.items() if k != "stdout"})
+    text = f"## {name} (bench/{name}.py)\n\n"
+    text += "".join(f"![{name}](../bench/results/{img})\n\n" for img in images)
+    if rows:
+        text += table(["figure", "value"], rows[:60]) + "\n"
+    elif data.get("stdout"):
+        text += "```\n" + data["stdout"].strip() + "\n```\n"
+    return text
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", type=Path, default=RESULTS / "latest.json")
+    ap.add_argument("--docs", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    args = ap.parse_args()
+    results = load(args.results)
+    benches: dict[str, Any] = results.get("benchmarks", {})
+    out_dir = args.results.parent
+    sections = [HEADER, section_machine(results)]
+    made: list[str] = []
+
+    def plot(name: str, fn: Callable[..., None], data: Any) -> None:
+        try:
+            fn(data, out_dir / name)
+            made.append(name)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            print(f"plot {name} skipped: {exc!r}", file=sys.stderr)
+
+    lifecycle = benches.get("lifecycle")
+    if lifecycle:
+        samples = lifecycle_samples(lifecycle)
+        if samples:
+            plot("lifecycle_submit_running.png", plot_lifecycle, samples)
+        sections.append(section_generic(
+            "lifecycle", lifecycle,
+            ["lifecycle_submit_running.png"] if "lifecycle_submit_running.png" in made else []))
+    if "api" in benches:
+        plot("api_latency.png", plot_api_latency, benches["api"])
+        sections.append(section_api(benches["api"], benches.get("store_ops")))
+    if "api_sweep" in benches:
+        plot("api_throughput.png", plot_sweep, benches["api_sweep"])
+        sections.append(section_sweep(benches["api_sweep"]))
+    if "store_ops" in benches:
+        plot("store_ops.png", plot_store, benches["store_ops"])
+        sections.append(section_store(benches["store_ops"]))
+    if "scheduler" in benches:
+        sections.append(section_scheduler(benches["scheduler"]))
+    for name in ("slurm", "k8s_scale"):
+        if name in benches:
+            sections.append(section_generic(name, benches[name], []))
+    known = {"api", "api_sweep", "store_ops", "scheduler", "lifecycle", "slurm", "k8s_scale"}
+    for name in sorted(set(benches) - known):
+        sections.append(section_generic(name, benches[name], []))
+    absent = [n for n in ("lifecycle", "slurm", "k8s_scale") if n not in benches]
+    if absent:
+        sections.append("## Not measured yet\n\n" + ", ".join(f"bench/{n}.py" for n in absent)
+                        + ": these benchmarks need the lifecycle plane and the simulated "
+                        "clusters; their sections appear here once they report figures.\n")
+    args.docs.parent.mkdir(parents=True, exist_ok=True)
+    args.docs.write_text("\n".join(s.rstrip() + "\n" for s in sections))
+    print(f"wrote {args.docs} and {', '.join(made) or 'no plots'} in {out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
