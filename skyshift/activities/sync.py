@@ -128,8 +128,11 @@ class Syncer:
         return SyncResult(phase, "", lost)
 
     async def _observe(self) -> tuple[ClusterState, list[ReplicaStatus]]:
+        """Replicas first, then state: every replica listed is accounted in the allocatable we
+        write, so the scheduler may drop its reservation for it once we report it seen."""
         manager = await self.ctx.connect()
-        return await manager.state(), await manager.replicas()
+        listing = await manager.replicas()
+        return await manager.state(), listing
 
     async def _lost(self, inp: SyncInput, why: str) -> SyncResult:
         msg = f"cluster {inp.cluster} unreachable for more than {self.cfg.lost_after:g}s: {why}"
