@@ -59,11 +59,17 @@ def _until(expires_at: int) -> str:
 @click.argument("username")
 @click.argument("password", required=False)
 @click.option("--password-stdin", "from_stdin", is_flag=True, help="Read the password from stdin.")
-@click.option("--namespace", "-n", default=None, metavar="NS",
-              help="Default namespace of the context (default: the current one's).")
+@click.option(
+    "--namespace",
+    "-n",
+    default=None,
+    metavar="NS",
+    help="Default namespace of the context (default: the current one's).",
+)
 @pass_state
-def login_cmd(state: CliState, username: str, password: str | None, from_stdin: bool,
-              namespace: str | None) -> None:
+def login_cmd(
+    state: CliState, username: str, password: str | None, from_stdin: bool, namespace: str | None
+) -> None:
     """Log in and keep the token in a context (made current).
 
     The context is the one named with `skyctl --context NAME login ...`; otherwise the current
@@ -87,8 +93,13 @@ def login_cmd(state: CliState, username: str, password: str | None, from_stdin: 
     base = existing or current
     server = _server(state, cfg, existing) if existing else _server(state, cfg, None)
     token = login(server, username, _password(password, from_stdin))
-    ctx = Context(name=name, server=server, namespace=namespace or base.namespace or "default",
-                  user=username, token=token.token)
+    ctx = Context(
+        name=name,
+        server=server,
+        namespace=namespace or base.namespace or "default",
+        user=username,
+        token=token.token,
+    )
     cfg.upsert(ctx, make_current=True)
     _save(cfg)
     click.echo(f"Logged in as {username} (context {name!r}{_until(token.expires_at)}).")
@@ -113,8 +124,9 @@ def logout_cmd(state: CliState) -> None:
 @click.option("--email", default="", help="E-mail address of the account.")
 @click.option("--password-stdin", "from_stdin", is_flag=True, help="Read the password from stdin.")
 @pass_state
-def register_cmd(state: CliState, username: str, password: str | None, invite: str, email: str,
-                 from_stdin: bool) -> None:
+def register_cmd(
+    state: CliState, username: str, password: str | None, invite: str, email: str, from_stdin: bool
+) -> None:
     """Create an account with an invite, then `skyctl login USERNAME`.
 
     \b
@@ -129,8 +141,14 @@ def register_cmd(state: CliState, username: str, password: str | None, invite: s
 
 
 @click.command("invite")
-@click.option("--role", "-r", "roles", multiple=True, metavar="ROLE",
-              help="A role the new user gets (repeatable; only roles you hold).")
+@click.option(
+    "--role",
+    "-r",
+    "roles",
+    multiple=True,
+    metavar="ROLE",
+    help="A role the new user gets (repeatable; only roles you hold).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the invite as JSON.")
 @pass_state
 def invite_cmd(state: CliState, roles: tuple[str, ...], as_json: bool) -> None:
@@ -161,10 +179,21 @@ AUDIT_HEADERS = ["TIME", "USER", "ACTION", "RESOURCE", "NAMESPACE", "NAME", "RES
 
 @click.command("audit")
 @click.option("--user", "-u", default=None, help="Only what this user did.")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000),
-              help="How many records (newest first).")
-@click.option("--output", "-o", "output", default="table",
-              type=click.Choice(OUTPUT_FORMATS, case_sensitive=False), help="table, json or yaml.")
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="How many records (newest first).",
+)
+@click.option(
+    "--output",
+    "-o",
+    "output",
+    default="table",
+    type=click.Choice(OUTPUT_FORMATS, case_sensitive=False),
+    help="table, json or yaml.",
+)
 @pass_state
 def audit_cmd(state: CliState, user: str | None, limit: int, output: str) -> None:
     """Show the audit trail: who changed what, when, and with what result (admins).
@@ -181,10 +210,18 @@ def audit_cmd(state: CliState, user: str | None, limit: int, output: str) -> Non
     table = Table(list(AUDIT_HEADERS))
     for r in data.get("items") or []:
         when = format_age(r.get("time"))
-        table.rows.append([f"{when} ago", str(r.get("user") or "-"), str(r.get("action") or "-"),
-                           str(r.get("resource") or "-"), str(r.get("namespace") or "-"),
-                           str(r.get("name") or "-"), str(r.get("result") or "-"),
-                           str(r.get("code") or "-")])  # fmt: skip
+        table.rows.append(
+            [
+                f"{when} ago",
+                str(r.get("user") or "-"),
+                str(r.get("action") or "-"),
+                str(r.get("resource") or "-"),
+                str(r.get("namespace") or "-"),
+                str(r.get("name") or "-"),
+                str(r.get("result") or "-"),
+                str(r.get("code") or "-"),
+            ]
+        )
     print_table(table)
 
 

@@ -27,12 +27,14 @@ class Token:
     expires_in: int
 
 
-def _post(server: str, path: str, timeout: float, transport: httpx.BaseTransport | None,
-          **kw: Any) -> Any:  # fmt: skip
+def _post(
+    server: str, path: str, timeout: float, transport: httpx.BaseTransport | None, **kw: Any
+) -> Any:
     url = server.rstrip("/")
     try:
-        with httpx.Client(base_url=url, timeout=timeout, transport=transport,
-                          headers=USER_AGENT) as http:  # fmt: skip
+        with httpx.Client(
+            base_url=url, timeout=timeout, transport=transport, headers=USER_AGENT
+        ) as http:
             return decode(http.post(path, **kw))
     except httpx.TransportError as exc:
         raise error_from_transport(exc, url) from exc
@@ -46,8 +48,13 @@ def login(
     transport: httpx.BaseTransport | None = None,
 ) -> Token:
     """A new bearer token for ``username`` (OAuth2 password form to ``POST /token``)."""
-    data = _post(server, "/token", timeout, transport,
-                 data={"grant_type": "password", "username": username, "password": password})
+    data = _post(
+        server,
+        "/token",
+        timeout,
+        transport,
+        data={"grant_type": "password", "username": username, "password": password},
+    )
     if not isinstance(data, dict) or not isinstance(data.get("access_token"), str):
         raise ApiError(0, "BadResponse", "POST /token: expected an access_token")
     return Token(
@@ -103,6 +110,5 @@ class AccountCalls:
     def audit(
         self, limit: int | None = None, user: str | None = None, cont: str | None = None
     ) -> dict[str, Any]:
-        params = {k: str(v) for k, v in
-                  (("limit", limit), ("user", user), ("continue", cont)) if v}  # fmt: skip
+        params = {k: str(v) for k, v in (("limit", limit), ("user", user), ("continue", cont)) if v}
         return self._obj("GET", "/audit", params=params)

@@ -115,8 +115,14 @@ class AuditMiddleware:
         fields = {k: v for k, v in fields.items() if v is not None}
         if not fields["user"] or code == 429:
             # Unauthenticated or throttled: logged only, so nobody can flood etcd with records.
-            log.info("%s %s by %r -> %s from %s", fields["method"], fields["path"],
-                     fields["user"], code, fields["client"])
+            log.info(
+                "%s %s by %r -> %s from %s",
+                fields["method"],
+                fields["path"],
+                fields["user"],
+                code,
+                fields["client"],
+            )
             return
         try:
             assert self.writer is not None

@@ -10,6 +10,7 @@ file, checks it against the stored hash and finishes the rename.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 from pathlib import Path
@@ -49,8 +50,11 @@ def default_roles() -> list[dict[str, Any]]:
 
 def new_user(name: str, password_hash: str, email: str = "") -> dict[str, Any]:
     """A validated User object ready for a create-only write."""
-    data = {"kind": "User", "metadata": {"name": name},
-            "spec": {"email": email, "passwordHash": password_hash}}  # fmt: skip
+    data = {
+        "kind": "User",
+        "metadata": {"name": name},
+        "spec": {"email": email, "passwordHash": password_hash},
+    }
     return objects.prepare_create(kind_info("users"), data)
 
 
@@ -83,14 +87,16 @@ async def ensure_admin(store: ObjectStore, passwords: Passwords, password_file: 
         _finish_pending(current, passwords, password_file)
         return False
     pending = _pending(password_file)
-    password = secrets.token_urlsafe(24)
+    password = "pw-" + secrets.token_urlsafe(24)  # never starts with "-" (a CLI option)
     files.write_replace(pending, (password + "\n").encode())
     try:
         await store.create("users", new_user(ADMIN, passwords.hash(password)))
     except AlreadyExists:  # another replica won: its password is the one
         pending.unlink(missing_ok=True)
         return False
-    pending.replace(password_file)
+    # A replica that started meanwhile may have finished this rename for us (same file).
+    with contextlib.suppress(FileNotFoundError):
+        pending.replace(password_file)
     log.info("created user admin; its password is in %s (mode 0600)", password_file)
     return True
 
@@ -105,7 +111,8 @@ def _finish_pending(current: dict[str, Any], passwords: Passwords, password_file
         except (OSError, UnicodeDecodeError, files.SecretFileError):
             continue
         if passwords.verify(stored, password):
-            pending.replace(password_file)
+            with contextlib.suppress(FileNotFoundError):  # its creator may rename it first
+                pending.replace(password_file)
         else:
             pending.unlink(missing_ok=True)
 

@@ -1,7 +1,8 @@
 """Secret files (the token signing key, the generated admin password) with owner-only access.
 
-Files are created with ``O_EXCL`` and mode 0600 in a 0700 directory, so two processes starting
-at once never overwrite each other and no other local user can read them. An existing key whose
+Files are created complete-or-not-at-all (a 0600 temporary file hard-linked into place) in a
+0700 directory, so two processes starting at once never overwrite or half-read each other and
+no other local user can read them. An existing key whose
 mode lets group or others read it is refused rather than silently used: that key may have leaked.
 """
 
@@ -37,9 +38,7 @@ def _check_private(path: Path) -> None:
         )
 
 
-def write_new(path: Path, data: bytes) -> bool:
-    """Create ``path`` with ``data`` (0600); False if it already exists (nothing written)."""
-    ensure_private_dir(path.parent)
+def _write_exclusive(path: Path, data: bytes) -> bool:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -56,10 +55,33 @@ def write_new(path: Path, data: bytes) -> bool:
     return True
 
 
+def write_new(path: Path, data: bytes) -> bool:
+    """Create ``path`` with ``data`` (0600); False if it already exists (nothing written).
+
+    The data goes to a private temporary file first and is hard-linked into place, so a
+    process starting at the same moment sees either no file or the complete one.
+    """
+    ensure_private_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    if not _write_exclusive(tmp, data):  # pragma: no cover - random name collision
+        raise SecretFileError(f"cannot create {tmp}")
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    except OSError:  # a filesystem without hard links: exclusive create in place
+        return _write_exclusive(path, data)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+    return True
+
+
 def write_replace(path: Path, data: bytes) -> None:
     """Atomically (re)write ``path`` with mode 0600."""
+    ensure_private_dir(path.parent)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    if not write_new(tmp, data):  # pragma: no cover - random name collision
+    if not _write_exclusive(tmp, data):  # pragma: no cover - random name collision
         raise SecretFileError(f"cannot create {tmp}")
     os.replace(tmp, path)
 

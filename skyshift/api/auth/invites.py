@@ -28,7 +28,7 @@ def invite_key(secret: str) -> str:
 
 async def create(store: ObjectStore, inviter: str, roles: list[str], ttl_seconds: int) -> str:
     """Store a new invite and return its secret (shown once, never stored)."""
-    secret = secrets.token_urlsafe(32)
+    secret = "inv-" + secrets.token_urlsafe(32)  # never starts with "-" (a CLI option)
     obj = {
         "kind": "Invite",
         "metadata": {"name": invite_key(secret), "creationTimestamp": now_iso()},

@@ -59,8 +59,9 @@ class AuthService:
     def __init__(self, store: ObjectStore, config: AuthConfig) -> None:
         self.config = config
         self.store = store
-        self.tokens = TokenIssuer(files.load_or_create_key(config.key_file),
-                                  config.token_ttl_seconds)  # fmt: skip
+        self.tokens = TokenIssuer(
+            files.load_or_create_key(config.key_file), config.token_ttl_seconds
+        )
         self.passwords = Passwords(config.argon2_time_cost, config.argon2_memory_kib)
         self.directory = Directory(store, config.cache_seconds)
         self.throttle = LoginThrottle(
@@ -162,8 +163,9 @@ class AuthService:
         if not ok or user is None:
             self.throttle.failed(username, address)
             log.info("failed login for %r from %s", username[:64], address)
-            raise ApiError(401, "invalid username or password", reason="LoginFailed",
-                           headers=BEARER)  # fmt: skip
+            raise ApiError(
+                401, "invalid username or password", reason="LoginFailed", headers=BEARER
+            )
         self.throttle.succeeded(username)
         return self.tokens.issue(username, str(user["metadata"].get("uid") or ""))
 
