@@ -5,6 +5,9 @@ Host and port come from ``SKYSHIFT_API_HOST`` / ``SKYSHIFT_API_PORT``, etcd from
 lazily, so the server starts before Temporal does); ``SKYSHIFT_LIFECYCLE=off`` disables them
 (objects are stored and deleted without workflows, as benchmarks want). Stateless: run as many
 replicas against one etcd as needed.
+
+Authentication is always on (see :mod:`skyshift.api.auth`). TLS: set both
+``SKYSHIFT_API_TLS_CERT`` and ``SKYSHIFT_API_TLS_KEY`` (PEM files) to serve HTTPS only.
 """
 
 from __future__ import annotations
@@ -28,12 +31,27 @@ def lifecycle_enabled() -> bool:
     )
 
 
+def tls_files() -> tuple[str, str] | None:
+    """``(cert, key)`` from the environment, None for plain HTTP; half a pair is an error."""
+    cert = os.environ.get("SKYSHIFT_API_TLS_CERT", "").strip()
+    key = os.environ.get("SKYSHIFT_API_TLS_KEY", "").strip()
+    if not cert and not key:
+        return None
+    if not cert or not key:
+        raise SystemExit("set both SKYSHIFT_API_TLS_CERT and SKYSHIFT_API_TLS_KEY, or neither")
+    for path in (cert, key):
+        if not os.path.isfile(path):
+            raise SystemExit(f"TLS file {path} does not exist")
+    return cert, key
+
+
 def main() -> None:
     logging.basicConfig(
         level=os.environ.get("SKYSHIFT_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     settings = Settings.from_env()
+    tls = tls_files()
     app = create_app(settings, temporal=lifecycle_enabled())
     uvicorn.run(
         app,
@@ -41,6 +59,8 @@ def main() -> None:
         port=settings.api_port,
         log_level=os.environ.get("SKYSHIFT_LOG_LEVEL", "info").lower(),
         timeout_graceful_shutdown=5,
+        ssl_certfile=tls[0] if tls else None,
+        ssl_keyfile=tls[1] if tls else None,
     )
 
 
