@@ -42,20 +42,33 @@ GRANTS: dict[str, list[tuple[str, str, str]]] = {
     "nora": [],
 }
 CUSTOM_ROLES: dict[str, dict[str, Any]] = {
-    "team-a-edit": {"rules": [{"resources": ["job", "svc"], "actions": ["*"]}],
-                    "namespaces": ["team-a"]},  # fmt: skip
-    "job-creator": {"rules": [{"resources": ["jobs"], "actions": ["create"]}],
-                    "namespaces": ["*"]},  # fmt: skip
-    "job-deleter": {"rules": [{"resources": ["jobs"], "actions": ["delete"]}],
-                    "namespaces": ["*"]},  # fmt: skip
-    "lister": {"rules": [{"resources": ["jobs"], "actions": ["list", "get"]},
-                         {"resources": ["clusters"], "actions": ["list"]}],
-               "namespaces": ["*"]},  # fmt: skip
-    "explicit-ns": {"rules": [{"resources": ["jobs"], "actions": ["list", "watch"]}],
-                    "namespaces": list(NAMESPACES)},  # fmt: skip
+    "team-a-edit": {
+        "rules": [{"resources": ["job", "svc"], "actions": ["*"]}],
+        "namespaces": ["team-a"],
+    },
+    "job-creator": {"rules": [{"resources": ["jobs"], "actions": ["create"]}], "namespaces": ["*"]},
+    "job-deleter": {"rules": [{"resources": ["jobs"], "actions": ["delete"]}], "namespaces": ["*"]},
+    "lister": {
+        "rules": [
+            {"resources": ["jobs"], "actions": ["list", "get"]},
+            {"resources": ["clusters"], "actions": ["list"]},
+        ],
+        "namespaces": ["*"],
+    },
+    "explicit-ns": {
+        "rules": [{"resources": ["jobs"], "actions": ["list", "watch"]}],
+        "namespaces": list(NAMESPACES),
+    },
 }
-ROLE_OF = {"rita": "reader", "ed": "team-a-edit", "cora": "job-creator", "dora": "job-deleter",
-           "lin": "lister", "mia": "explicit-ns", "nora": None}  # fmt: skip
+ROLE_OF = {
+    "rita": "reader",
+    "ed": "team-a-edit",
+    "cora": "job-creator",
+    "dora": "job-deleter",
+    "lin": "lister",
+    "mia": "explicit-ns",
+    "nora": None,
+}
 #: operation -> the (action) checks it needs; watches need list (or get) and watch.
 OPERATIONS: dict[str, tuple[str, ...]] = {
     "create": ("create",),
@@ -100,18 +113,28 @@ async def _ok(resp: httpx.Response) -> dict[str, Any]:
 
 
 async def setup(http: httpx.AsyncClient, home: Any) -> World:
-    admin = bearer((await _ok(await http.post(
-        "/token", data={"username": "admin", "password": admin_password(home)})))["access_token"])
+    admin = bearer(
+        (
+            await _ok(
+                await http.post(
+                    "/token", data={"username": "admin", "password": admin_password(home)}
+                )
+            )
+        )["access_token"]
+    )
     for ns in NAMESPACES[1:]:
-        await _ok(await http.post("/namespaces", json={"kind": "Namespace",
-                                                       "metadata": {"name": ns}}, headers=admin))
+        await _ok(
+            await http.post(
+                "/namespaces", json={"kind": "Namespace", "metadata": {"name": ns}}, headers=admin
+            )
+        )
     for name, spec in CUSTOM_ROLES.items():
         body = {"kind": "Role", "metadata": {"name": name}, "spec": spec}
         await _ok(await http.post("/roles", json=body, headers=admin))
     tokens = {"admin": admin["Authorization"].split()[1]}
     for user, role in ROLE_OF.items():
         roles = [role] if role else []
-        invite = (await _ok(await http.post("/invite", json={"roles": roles}, headers=admin)))
+        invite = await _ok(await http.post("/invite", json={"roles": roles}, headers=admin))
         reg = {"username": user, "password": PASSWORD, "invite": invite["invite"]}
         await _ok(await http.post("/register_user", json=reg))
         login = await _ok(await http.post("/token", data={"username": user, "password": PASSWORD}))
@@ -121,9 +144,10 @@ async def setup(http: httpx.AsyncClient, home: Any) -> World:
 
 @pytest_asyncio.fixture
 async def world(make_secure_api: MakeSecureApi, auth_home: Any) -> AsyncIterator[World]:
-    async with uvicorn_server(make_secure_api()) as url, httpx.AsyncClient(
-        base_url=url, timeout=30
-    ) as http:
+    async with (
+        uvicorn_server(make_secure_api()) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as http,
+    ):
         yield await setup(http, auth_home)
 
 
@@ -143,8 +167,11 @@ class Case:
     async def fresh(self, prefix: str) -> str:
         """An object created by admin for this case (a name no other case uses)."""
         name = f"{prefix}-{self.user}-{next(self.counter)}"
-        await _ok(await self.w.http.post(self.coll(), json=sample(self.plural, name),
-                                         headers=self.w.h("admin")))  # fmt: skip
+        await _ok(
+            await self.w.http.post(
+                self.coll(), json=sample(self.plural, name), headers=self.w.h("admin")
+            )
+        )
         return name
 
     async def stream_status(self, path: str, params: dict[str, str]) -> int:
@@ -155,7 +182,9 @@ class Case:
         http, h = self.w.http, self.w.h(self.user)
         if op == "create":
             name = f"new-{self.user}-{next(self.counter)}"
-            return (await http.post(self.coll(), json=sample(self.plural, name), headers=h)).status_code
+            return (
+                await http.post(self.coll(), json=sample(self.plural, name), headers=h)
+            ).status_code
         if op == "list":
             return (await http.get(self.coll(), headers=h)).status_code
         if op == "list-all":
@@ -175,9 +204,13 @@ class Case:
             current["metadata"]["labels"] = {"touched": "yes"}
             return (await http.put(item, json=current, headers=h)).status_code
         if op == "patch":
-            return (await http.patch(item, json={"metadata": {"labels": {"p": "1"}}},
-                                     headers={**h, "Content-Type": "application/merge-patch+json"})
-                    ).status_code  # fmt: skip
+            return (
+                await http.patch(
+                    item,
+                    json={"metadata": {"labels": {"p": "1"}}},
+                    headers={**h, "Content-Type": "application/merge-patch+json"},
+                )
+            ).status_code
         if op == "delete":
             return (await http.delete(item, headers=h)).status_code
         raise AssertionError(op)
@@ -205,8 +238,10 @@ async def test_matrix(world: World, user: str) -> None:
                 checked += 1
                 ok = 200 <= code < 300 if want else code == 403
                 if not ok:
-                    wrong.append(f"{user} {op} {plural} in {scope}: got {code}, "
-                                 f"want {'2xx' if want else '403'}")  # fmt: skip
+                    wrong.append(
+                        f"{user} {op} {plural} in {scope}: got {code}, "
+                        f"want {'2xx' if want else '403'}"
+                    )
     assert checked >= 50
     assert not wrong, "\n".join(wrong)
 
@@ -215,7 +250,9 @@ async def test_matrix_covers_allowed_and_denied_for_every_operation() -> None:
     """The table itself: every operation is allowed for someone and denied for someone."""
     for op in OPERATIONS:
         outcomes = {
-            expected(u, op, p, ALL if op.endswith("-all") else (NAMESPACES[1] if KINDS[p] else None))
+            expected(
+                u, op, p, ALL if op.endswith("-all") else (NAMESPACES[1] if KINDS[p] else None)
+            )
             for u in GRANTS
             for p in KINDS
         }
@@ -225,9 +262,15 @@ async def test_matrix_covers_allowed_and_denied_for_every_operation() -> None:
     assert not expected("cora", "delete", "jobs", "default")
     assert expected("dora", "delete", "jobs", "default")
     assert not expected("dora", "create", "jobs", "default")
-    assert expected("mia", "watch", "jobs", "team-b") and not expected("mia", "watch-all", "jobs", ALL)
-    assert expected("lin", "list-all", "jobs", ALL) and not expected("lin", "watch-all", "jobs", ALL)
-    assert expected("ed", "update", "jobs", "team-a") and not expected("ed", "get", "jobs", "team-b")
+    assert expected("mia", "watch", "jobs", "team-b") and not expected(
+        "mia", "watch-all", "jobs", ALL
+    )
+    assert expected("lin", "list-all", "jobs", ALL) and not expected(
+        "lin", "watch-all", "jobs", ALL
+    )
+    assert expected("ed", "update", "jobs", "team-a") and not expected(
+        "ed", "get", "jobs", "team-b"
+    )
 
 
 async def test_forbidden_answers_name_the_missing_permission(world: World) -> None:
@@ -237,7 +280,9 @@ async def test_forbidden_answers_name_the_missing_permission(world: World) -> No
         "forbidden: user mia may not list jobs across all namespaces (name one with --namespace)"
     )
     r = await world.http.post("/team-b/jobs", json=sample("jobs", "x"), headers=world.h("ed"))
-    assert r.json()["error"]["message"] == "forbidden: user ed may not create jobs in namespace team-b"
+    assert (
+        r.json()["error"]["message"] == "forbidden: user ed may not create jobs in namespace team-b"
+    )
 
 
 async def test_apply_needs_create_for_new_and_update_for_existing(world: World) -> None:
@@ -251,8 +296,9 @@ async def test_apply_needs_create_for_new_and_update_for_existing(world: World) 
     assert r.status_code == 403 and "may not update" in r.text
     r = await http.put("/team-a/jobs", json=sample("jobs", "ed-applied"), headers=world.h("ed"))
     assert r.status_code == 201
-    assert (await http.put("/team-b/jobs", json=sample("jobs", "nope"),
-                           headers=world.h("ed"))).status_code == 403  # fmt: skip
+    assert (
+        await http.put("/team-b/jobs", json=sample("jobs", "nope"), headers=world.h("ed"))
+    ).status_code == 403
 
 
 async def test_logs_and_exec_follow_get_and_update(world: World) -> None:
@@ -263,19 +309,27 @@ async def test_logs_and_exec_follow_get_and_update(world: World) -> None:
     assert (await http.get("/team-a/jobs/lj/logs", headers=world.h("nora"))).status_code == 403
     assert (await http.get("/team-a/jobs/lj/logs", headers=world.h("rita"))).status_code == 503
     body = {"command": ["ls"]}
-    assert (await http.post("/team-a/jobs/lj/exec", json=body,
-                            headers=world.h("rita"))).status_code == 403  # fmt: skip
-    assert (await http.post("/team-a/jobs/lj/exec", json=body,
-                            headers=world.h("ed"))).status_code == 503  # fmt: skip
+    assert (
+        await http.post("/team-a/jobs/lj/exec", json=body, headers=world.h("rita"))
+    ).status_code == 403
+    assert (
+        await http.post("/team-a/jobs/lj/exec", json=body, headers=world.h("ed"))
+    ).status_code == 503
 
 
 async def test_role_changes_apply_at_once(world: World) -> None:
     """Granting or revoking through the API takes effect on the next request."""
     http, admin = world.http, world.h("admin")
     assert (await http.get("/team-b/jobs", headers=world.h("nora"))).status_code == 403
-    role = {"kind": "Role", "metadata": {"name": "nora-b"},
-            "spec": {"rules": [{"resources": ["jobs"], "actions": ["list"]}],
-                     "namespaces": ["team-b"], "users": ["nora"]}}  # fmt: skip
+    role = {
+        "kind": "Role",
+        "metadata": {"name": "nora-b"},
+        "spec": {
+            "rules": [{"resources": ["jobs"], "actions": ["list"]}],
+            "namespaces": ["team-b"],
+            "users": ["nora"],
+        },
+    }
     await _ok(await http.post("/roles", json=role, headers=admin))
     assert (await http.get("/team-b/jobs", headers=world.h("nora"))).status_code == 200
     assert (await http.get("/team-a/jobs", headers=world.h("nora"))).status_code == 403
