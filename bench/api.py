@@ -29,6 +29,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._util import free_port, summary_ms, write_result
+from skyshift.client.auth import login
 
 NS = "bench"
 
@@ -71,6 +72,9 @@ def own_stack() -> Iterator[str]:
             time.sleep(0.2)
         else:
             raise SystemExit(f"API server did not become ready; see {tmp / 'api.log'}")
+        # auth is always on: log in as the admin the server created (its password file)
+        password = (tmp / "auth" / "admin-password").read_text().strip()
+        os.environ["SKYSHIFT_TOKEN"] = login(url, "admin", password).token
         yield url
     finally:
         for p in (api, etcd):
@@ -181,7 +185,9 @@ async def watch_latency(c: httpx.AsyncClient, size: int, n: int) -> dict[str, An
 async def run(url: str, sizes: list[int], conc: int) -> dict[str, Any]:
     out: dict[str, Any] = {"server": url, "sizes": {}}
     limits = httpx.Limits(max_connections=conc * 2, max_keepalive_connections=conc * 2)
-    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as c:
+    token = os.environ.get("SKYSHIFT_TOKEN")  # --server: export a token (`skyctl login`)
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits, headers=headers) as c:
         r = await c.post("/namespaces", json={"kind": "Namespace", "metadata": {"name": NS}})
         if r.status_code not in (200, 201, 409):
             raise SystemExit(f"cannot create namespace: {r.status_code} {r.text}")
