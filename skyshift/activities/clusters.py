@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.client import Client
@@ -49,6 +49,7 @@ from skyshift.store import ObjectStore
 
 log = logging.getLogger(__name__)
 SIGNAL_CONCURRENCY = 32
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -60,6 +61,17 @@ def compat_errors() -> Iterator[None]:
         raise
     except CompatError as exc:
         raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
+
+
+async def heartbeating(coro: Awaitable[T], every: float = 2.0) -> T:
+    """Await ``coro`` while heartbeating, so a worker killed mid-call is noticed within the
+    heartbeat timeout (not the much longer start-to-close timeout) and the call is retried."""
+    task = asyncio.ensure_future(coro)
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=every)
+        if done:
+            return task.result()
+        activity.heartbeat()
 
 
 @dataclass
@@ -163,7 +175,7 @@ class SkyletActivities:
         write the job's counts here, moving it to Running once all replicas have started."""
         with compat_errors():
             manager = await self.ctx.connect()
-            statuses = await manager.submit(inp.replicas)
+            statuses = await heartbeating(manager.submit(inp.replicas))
         self.ctx.record(statuses)
         await self.write_counts(inp.job.namespace, inp.job.name, inp.job.uid)
         return SubmitResult([update_of(r) for r in statuses])
@@ -173,10 +185,10 @@ class SkyletActivities:
         with compat_errors():
             manager = await self.ctx.connect()
             if inp.names:
-                await manager.delete(inp.names)
+                await heartbeating(manager.delete(inp.names))
                 deleted = list(inp.names)
             else:
-                deleted = await manager.delete_job(inp.job_uid)
+                deleted = await heartbeating(manager.delete_job(inp.job_uid))
         self.ctx.forget(deleted + (self.ctx.names_of(inp.job_uid) if inp.job_uid else []))
         return DeleteReplicasResult(deleted)
 
@@ -191,8 +203,7 @@ class SkyletActivities:
             affected = set(self.ctx.live_jobs())
             uids = sorted({r.job_uid for r in listing})
             for uid in uids:
-                activity.heartbeat(uid)
-                await manager.delete_job(uid)
+                await heartbeating(manager.delete_job(uid))
         self.ctx.forget(list(self.ctx.table))
         event = ClusterEvent(inp.cluster, "deleted", f"cluster {inp.cluster} was deleted")
         told = await signal_all(self.client, dict.fromkeys(sorted(affected), event), SIG_CLUSTER)

@@ -20,6 +20,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from skyshift.activities.clusters import heartbeating
 from skyshift.activities.convert import nodes_from_status
 from skyshift.activities.store import uid_of, update_status
 from skyshift.activities.types import (
@@ -172,9 +173,9 @@ class SchedulingActivities:
             async with limit:
                 return await self._follow_up(entry, decision)
 
-        outcomes = await asyncio.gather(
+        outcomes = await heartbeating(asyncio.gather(
             *(follow_up(e, d) for e, d in zip(inp.jobs, decisions, strict=True))
-        )
+        ))
         return PlaceBatchResult(list(outcomes))
 
     async def _follow_up(self, entry: QueueEntry, decision: Decision) -> PlaceOutcome:

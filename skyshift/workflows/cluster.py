@@ -15,10 +15,12 @@ to tell running jobs when the cluster cannot be reached, and finally removes the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from skyshift.activities.types import (
@@ -39,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from skyshift.workflows.common import (
         CLUSTER,
+        HEARTBEAT_TIMEOUT,
         KIND,
         PHASE,
         SKYLET_RETRY,
@@ -111,10 +114,14 @@ class ClusterWorkflow:
             start_to_close_timeout=timedelta(seconds=inp.sync_duration + 60),
             heartbeat_timeout=timedelta(seconds=inp.heartbeat_timeout),
             retry_policy=SKYLET_RETRY,
+            # deletion waits for the sync to stop, so teardown never races a sync round
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         ))
         await workflow.wait_condition(lambda: task.done() or self.deleting)
         if not task.done():
             task.cancel()
+            with contextlib.suppress(ActivityError, asyncio.CancelledError):
+                await task
             return None
         try:
             result: SyncResult = task.result()
@@ -136,7 +143,7 @@ class ClusterWorkflow:
             result: TeardownResult = await workflow.execute_activity(
                 "teardown_cluster", TeardownInput(inp.name), result_type=TeardownResult,
                 task_queue=skylet_queue(inp.name), schedule_to_close_timeout=TEARDOWN_TIMEOUT,
-                retry_policy=SKYLET_RETRY,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
             )
             told = result.jobs
         except ActivityError as err:

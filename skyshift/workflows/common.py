@@ -34,7 +34,9 @@ SKYLET_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=10),
     non_retryable_error_types=NON_RETRYABLE,
 )
-SKYLET_TIMEOUT = timedelta(seconds=120)
+SKYLET_TIMEOUT = timedelta(seconds=300)
+#: long calls heartbeat (activities.clusters.heartbeating): a killed worker is noticed this fast
+HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 
 
 def permanent_cause(err: BaseException) -> str | None:

@@ -65,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
     from skyshift.workflows import jobstate as js
     from skyshift.workflows.common import (
         CLUSTER,
+        HEARTBEAT_TIMEOUT,
         PHASE,
         SKYLET_RETRY,
         SKYLET_TIMEOUT,
@@ -277,7 +278,7 @@ class JobWorkflow:
             result = await workflow.execute_activity(
                 "submit_replicas", SubmitInput(ref, cluster, specs), result_type=SubmitResult,
                 task_queue=skylet_queue(cluster), start_to_close_timeout=SKYLET_TIMEOUT,
-                retry_policy=SKYLET_RETRY,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
             )
             self.results.append((cluster, result))
         except ActivityError as err:
@@ -296,7 +297,7 @@ class JobWorkflow:
                 "delete_replicas", DeleteReplicasInput(cluster, uid, names),
                 task_queue=skylet_queue(cluster), start_to_close_timeout=SKYLET_TIMEOUT,
                 schedule_to_close_timeout=timedelta(seconds=self.inp.config.teardown_timeout),
-                retry_policy=SKYLET_RETRY,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
             )
             return True
         except ActivityError as err:

@@ -35,7 +35,14 @@ with workflow.unsafe.imports_passed_through():
         SchedulerInput,
         SchedulerState,
     )
-    from skyshift.workflows.common import KIND, STORE_RETRY, current_keywords, upsert, wait
+    from skyshift.workflows.common import (
+        HEARTBEAT_TIMEOUT,
+        KIND,
+        STORE_RETRY,
+        current_keywords,
+        upsert,
+        wait,
+    )
 
 PLACE_TIMEOUT = timedelta(seconds=120)
 RETRY_DELAY = 2.0  # seconds before a job whose placement could not be delivered is tried again
@@ -133,7 +140,7 @@ class SchedulerWorkflow:
         result: PlaceBatchResult = await workflow.execute_activity(
             "place_batch", PlaceBatchInput(batch, list(self.reservations)),
             result_type=PlaceBatchResult, start_to_close_timeout=PLACE_TIMEOUT,
-            retry_policy=STORE_RETRY,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=STORE_RETRY,
         )
         now = workflow.now().timestamp()
         sent = {e.req.request.key: e for e in batch}
