@@ -208,7 +208,7 @@ def section_machine(results: dict[str, Any]) -> str:
     text = "## Machine and versions\n\n" + table(["", "value"], rows)
     if runs:
         rows2 = [[r["name"], " ".join(r.get("args") or []) or "(defaults)", r["exit"],
-                  r["seconds"]] for r in runs]
+                  f"{r['seconds']:.0f}"] for r in runs]
         text += ("\n\nLast `bench/run`" + (" `--quick`" if last.get("quick") else "") + ":\n\n"
                  + table(["benchmark", "arguments", "exit", "seconds"], rows2))
     return text
@@ -218,7 +218,10 @@ def section_api(api: dict[str, Any], store: dict[str, Any] | None) -> str:
     sizes = sorted(api["sizes"], key=int)
     parts = ["## API server (bench/api.py)\n",
              "Requests over loopback HTTP to one `python -m skyshift.api` process on its own "
-             "etcd, lifecycle hooks off. ![API latency](../bench/results/api_latency.png)\n"]
+             "etcd: auth on (every request carries the admin's bearer token), lifecycle hooks "
+             "off (workflow costs are bench/lifecycle.py's). Creates and concurrent gets use "
+             f"{api['sizes'][sizes[0]]['create'].get('concurrency', '?')} clients.\n\n"
+             "![API latency](../bench/results/api_latency.png)\n"]
     for size in sizes:
         s = api["sizes"][size]
         rows = [[label, r.get("n"), r["p50_ms"], r["p99_ms"], r.get("rps")]

@@ -32,8 +32,6 @@ from skyshift.client.errors import ApiError
 from tests.fixtures.auth import admin_token
 from tests.fixtures.etcd import free_port
 
-pytestmark = pytest.mark.integration
-
 
 def fault_seconds(default: float = 60.0) -> float:
     """How long the load scenarios run (``SKYSHIFT_FAULT_SECONDS``; 60 unless told)."""

@@ -46,6 +46,8 @@ from skyshift.store import ObjectStore
 from tests.fixtures.api import SAMPLES, RecordingLifecycle, sample, uvicorn_server
 from tests.fixtures.auth import MakeSecureApi, admin_password, bearer, token_for
 
+pytestmark = pytest.mark.integration
+
 MAX_BODY = 1024 * 1024  # ApiOptions' default body limit
 NDJSON = "application/x-ndjson"
 TARGET = "fuzz-target"

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 import httpx
+import pytest
 
 from tests.faults.conftest import (
     ApiProcess,
@@ -25,6 +26,8 @@ from tests.faults.conftest import (
     job,
 )
 from tests.fixtures.etcd import EtcdServer
+
+pytestmark = pytest.mark.integration
 
 NS = "default"
 WATCHERS = 3

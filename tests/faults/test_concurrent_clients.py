@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.faults.conftest import (
     ApiProcess,
@@ -29,6 +30,8 @@ from tests.faults.conftest import (
     status_table,
 )
 from tests.fixtures.etcd import EtcdServer
+
+pytestmark = pytest.mark.integration
 
 CLIENTS = 20
 NAMESPACES = ("fault-a", "fault-b", "fault-c")

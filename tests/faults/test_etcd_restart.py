@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
+import pytest
 
 from tests.faults.conftest import (
     ApiProcess,
@@ -30,6 +31,8 @@ from tests.faults.conftest import (
     status_table,
 )
 from tests.fixtures.etcd import EtcdServer
+
+pytestmark = pytest.mark.integration
 
 WRITERS = 4
 NS = "default"
