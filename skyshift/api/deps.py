@@ -27,7 +27,14 @@ from skyshift.api.lifecycle import Lifecycle
 from skyshift.models.registry import KindInfo
 from skyshift.store import ObjectStore
 
-__all__ = ["ANONYMOUS_ADMIN", "Principal", "authorize", "check_access", "current_user"]
+__all__ = [
+    "ANONYMOUS_ADMIN",
+    "Principal",
+    "authorize",
+    "check_access",
+    "check_role_grants",
+    "current_user",
+]
 
 #: Reads ``Authorization: Bearer ...`` and gives the OpenAPI page its "Authorize" button.
 bearer = OAuth2PasswordBearer(tokenUrl="token", auto_error=False)
@@ -46,6 +53,7 @@ async def current_user(request: Request, token: str | None = Depends(bearer)) ->
         return ANONYMOUS_ADMIN
     user = await auth.authenticate(token)
     note(request, user=user.name)
+    request.state.principal = user
     return user
 
 
@@ -64,6 +72,14 @@ async def check_access(
     auth = get_auth(request)
     if auth is not None:
         await auth.require(user, action, kind.plural, namespace)
+
+
+async def check_role_grants(request: Request, role: dict[str, Any]) -> None:
+    """403 when the caller writes a Role granting more than it holds (no escalation)."""
+    auth = get_auth(request)
+    who = getattr(request.state, "principal", None)
+    if auth is not None and isinstance(who, Principal):
+        await auth.check_role_write(who, role)
 
 
 def authorize(

@@ -15,13 +15,14 @@ from typing import Any
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from skyshift.api import handlers
+from skyshift.api import handlers, objects
 from skyshift.api.auth.audit import note
 from skyshift.api.body import read_manifest, read_patch
 from skyshift.api.deps import (
     Principal,
     authorize,
     check_access,
+    check_role_grants,
     get_lifecycle,
     get_options,
     get_store,
@@ -160,9 +161,14 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
     def ns_of(namespace: str | None) -> str | None:
         return namespace if info.namespaced else None
 
+    async def guard(request: Request, obj: dict[str, Any]) -> None:
+        if kind == "Role":  # nobody writes a role granting more than they hold
+            await check_role_grants(request, obj)
+
     async def create(request: Request, namespace: str | None) -> Response:
         data = await read_manifest(request, get_options(request).max_body_bytes)
         note(request, name=_manifest_name(data))
+        await guard(request, data)
         obj = await handlers.create(
             get_store(request), get_lifecycle(request), info, data, ns_of(namespace)
         )
@@ -171,6 +177,7 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
     async def apply(request: Request, namespace: str | None, user: Principal) -> Response:
         data = await read_manifest(request, get_options(request).max_body_bytes)
         note(request, name=_manifest_name(data))
+        await guard(request, data)
 
         async def check(action: str) -> None:
             note(request, action=action)
@@ -206,6 +213,7 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
 
     async def replace(request: Request, namespace: str | None, name: str) -> Response:
         data = await read_manifest(request, get_options(request).max_body_bytes)
+        await guard(request, data)
         obj = await handlers.replace(
             get_store(request), get_lifecycle(request), info, data, ns_of(namespace), name
         )
@@ -213,6 +221,9 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
 
     async def patch(request: Request, namespace: str | None, name: str) -> Response:
         patch_kind, doc = await read_patch(request, get_options(request).max_body_bytes)
+        if kind == "Role":
+            current = await handlers.get_object(get_store(request), info, name, ns_of(namespace))
+            await guard(request, objects.apply_patch(current, patch_kind, doc))
         obj = await handlers.patch(
             get_store(request),
             get_lifecycle(request),

@@ -282,6 +282,60 @@ async def test_inviter_cannot_grant_more_than_it_holds(
     assert (await c.post("/invite", json={}, headers=nobody)).status_code == 403
 
 
+async def test_role_writers_cannot_escalate(
+    secure_client: httpx.AsyncClient, admin_headers: dict[str, str]
+) -> None:
+    """Holding create/update on roles does not let anyone grant more than they hold."""
+    c = secure_client
+    writer = {
+        "kind": "Role",
+        "metadata": {"name": "role-writer"},
+        "spec": {
+            "rules": [
+                {"resources": ["roles"], "actions": ["create", "update", "patch", "get"]},
+                {"resources": ["jobs"], "actions": ["get", "list"]},
+            ],
+            "namespaces": ["default"],
+        },
+    }
+    assert (await c.post("/roles", json=writer, headers=admin_headers)).status_code == 201
+    rw = await new_user(c, admin_headers, "rw", "role-writer")
+
+    def grant(name: str, resources: list[str], actions: list[str], ns: list[str]) -> Any:
+        rules = [{"resources": resources, "actions": actions}]
+        spec = {"rules": rules, "namespaces": ns, "users": ["rw"]}
+        return {"kind": "Role", "metadata": {"name": name}, "spec": spec}
+
+    ok = await c.post("/roles", json=grant("fine", ["jobs"], ["get"], ["default"]), headers=rw)
+    assert ok.status_code == 201
+    for name, res, act, ns in [
+        ("del", ["jobs"], ["delete"], ["default"]),
+        ("wide", ["jobs"], ["get"], ["*"]),
+        ("other", ["jobs"], ["get"], ["prod"]),
+        ("star", ["*"], ["*"], ["*"]),
+        ("users", ["users"], ["list"], []),
+    ]:
+        r = await c.post("/roles", json=grant(name, res, act, ns), headers=rw)
+        assert r.status_code == 403, (name, r.text)
+        assert "granting more than it holds" in r.json()["error"]["message"]
+    bigger = grant("fine", ["jobs"], ["get", "delete"], ["default"])
+    assert (await c.put("/roles", json=bigger, headers=rw)).status_code == 403  # apply
+    current = (await c.get("/roles/fine", headers=rw)).json()
+    current["spec"]["rules"][0]["actions"].append("delete")
+    assert (await c.put("/roles/fine", json=current, headers=rw)).status_code == 403
+    patch = [{"op": "add", "path": "/spec/rules/0/actions/-", "value": "delete"}]
+    r = await c.patch("/roles/fine", json=patch, headers=rw)
+    assert r.status_code == 403
+    admin_role = await c.patch(
+        "/roles/admin",
+        json={"spec": {"users": ["admin", "rw"]}},
+        headers={**rw, "Content-Type": "application/merge-patch+json"},
+    )
+    assert admin_role.status_code == 403  # joining a role it cannot hold
+    assert (await c.get("/default/jobs", headers=rw)).status_code == 200
+    assert (await c.delete("/default/jobs/x", headers=rw)).status_code == 403
+
+
 async def test_only_the_creator_or_an_admin_revokes(
     secure_client: httpx.AsyncClient, admin_headers: dict[str, str]
 ) -> None:

@@ -241,3 +241,29 @@ def test_replicas_starting_at_once_share_one_complete_key(tmp_path: Path) -> Non
         keys = list(pool.map(lambda _: files.load_or_create_key(path), range(64)))
     assert len(set(keys)) == 1 and len(keys[0]) == 2 * files.KEY_BYTES
     assert [p.name for p in path.parent.iterdir()] == ["jwt.key"]  # no temporary files left
+
+
+def test_missing_grants_blocks_escalation() -> None:
+    holder = [
+        role(["w"], ["default"], ["jobs"], ["get", "list"]),
+        role(["w"], [], ["roles"], ["create"]),
+    ]
+    ok = {"rules": [{"resources": ["job"], "actions": ["get"]}], "namespaces": ["default"]}
+    assert rbac.missing_grants(holder, "w", ok) == []
+    more = {
+        "rules": [{"resources": ["jobs"], "actions": ["get", "delete"]}],
+        "namespaces": ["default", "prod"],
+    }
+    assert rbac.missing_grants(holder, "w", more) == [
+        "delete jobs in default",
+        "delete jobs in prod",
+        "get jobs in prod",
+    ]
+    everywhere = {"rules": [{"resources": ["jobs"], "actions": ["get"]}], "namespaces": ["*"]}
+    assert rbac.missing_grants(holder, "w", everywhere) == ["get jobs in every namespace"]
+    wildcard = {"rules": [{"resources": ["*"], "actions": ["get"]}], "namespaces": ["default"]}
+    assert "get *" in rbac.missing_grants(holder, "w", wildcard)
+    cluster = {"rules": [{"resources": ["roles"], "actions": ["create"]}]}
+    assert rbac.missing_grants(holder, "w", cluster) == []  # cluster-scoped: no namespaces
+    admin = [role(["a"], ["*"], ["*"], ["*"])]
+    assert rbac.missing_grants(admin, "a", more) == rbac.missing_grants(admin, "a", wildcard) == []

@@ -11,6 +11,8 @@ A Role grants its ``rules`` (resources x actions) to its ``users`` in its ``name
 * resources are matched by plural (``jobs``; kind names and aliases in a role are normalised),
   ``"*"`` matches every resource; actions are ``create get list update patch delete watch`` or
   ``"*"``. ``users: ["*"]`` grants to every authenticated user.
+* no escalation: a role may be written or granted (invites) only by someone who holds everything
+  it grants (:func:`missing_grants`); ``"*"`` is held only through ``"*"``.
 """
 
 from __future__ import annotations
@@ -94,3 +96,45 @@ def allowed(
 def roles_of(roles: Iterable[Mapping[str, Any]], user: str) -> list[str]:
     """Names of the roles ``user`` is a member of, sorted."""
     return sorted(role_name(r) for r in roles if is_member(r, user))
+
+
+def _namespaced(resource: str) -> bool:
+    try:
+        return kind_info(resource).namespaced
+    except UnknownKind:
+        return False  # users, invites, audit: cluster-scoped
+
+
+def _scopes(resource: str, namespaces: list[str]) -> list[str | None]:
+    """Where a grant of ``resource`` in a role with ``namespaces`` applies."""
+    out: list[str | None] = []
+    if resource == WILDCARD or not _namespaced(resource):
+        out.append(None)
+    if resource == WILDCARD or _namespaced(resource):
+        out.extend([ALL_NAMESPACES] if WILDCARD in namespaces else namespaces)
+    return out
+
+
+def missing_grants(
+    roles: Iterable[Mapping[str, Any]], user: str, spec: Mapping[str, Any]
+) -> list[str]:
+    """What a role with ``spec`` grants that ``user`` does not hold itself (empty: nothing).
+
+    Nobody may write or hand out a role granting more than they hold, so holding ``create`` on
+    roles, or inviting, never escalates privileges.
+    """
+    roles = list(roles)
+    namespaces = _strings(spec.get("namespaces"))
+    missing: list[str] = []
+    for rule in spec.get("rules") or []:
+        if not isinstance(rule, Mapping):
+            continue
+        for resource in {normalize_resource(r) for r in _strings(rule.get("resources"))}:
+            for action in _strings(rule.get("actions")):
+                for ns in _scopes(resource, namespaces):
+                    if not allowed(roles, user, action, resource, ns):
+                        where = "" if ns is None else (
+                            " in every namespace" if ns == ALL_NAMESPACES else f" in {ns}"
+                        )
+                        missing.append(f"{action} {resource}{where}")
+    return sorted(set(missing))

@@ -137,15 +137,36 @@ class AuthService:
         return rbac.roles_of(await self.directory.roles(), username)
 
     async def ungrantable(self, who: Principal, roles: Iterable[str]) -> list[str]:
-        """The roles in ``roles`` that ``who`` could not grant itself.
-
-        A principal may grant a role it holds, or any role if it may update roles (it could
-        then add anyone to any role anyway).
-        """
-        if await self.allowed(who, "update", "roles", None):
+        """The roles in ``roles`` that ``who`` could not grant itself: it may grant a role it is
+        a member of, or one granting nothing it does not hold (unknown roles: ungrantable)."""
+        if who.unrestricted:
             return []
-        held = set(await self.roles_of(who.name))
-        return sorted({r for r in roles if r not in held})
+        everything = await self.directory.roles()
+        by_name = {rbac.role_name(r): r for r in everything}
+
+        def grantable(role: dict[str, Any] | None) -> bool:
+            if role is None:
+                return False
+            spec = role.get("spec") or {}
+            return rbac.is_member(role, who.name) or not rbac.missing_grants(
+                everything, who.name, spec
+            )
+
+        return sorted({name for name in roles if not grantable(by_name.get(name))})
+
+    async def check_role_write(self, who: Principal, role: dict[str, Any]) -> None:
+        """403 unless ``who`` holds everything the role it writes would grant."""
+        if who.unrestricted:
+            return
+        spec = role.get("spec") if isinstance(role.get("spec"), dict) else {}
+        missing = rbac.missing_grants(await self.directory.roles(), who.name, spec or {})
+        if missing:
+            raise ApiError(
+                403,
+                f"forbidden: user {who.name} may not write a role granting more than it holds "
+                f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''})",
+                field="spec.rules",
+            )
 
     # -- logging in ----------------------------------------------------------------------------
 
