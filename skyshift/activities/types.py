@@ -367,7 +367,7 @@ class ClusterInput:
     phase: str = "Init"
     deleting: bool = False
     lost_jobs: list[str] = field(default_factory=list)  # job workflow ids told "lost"
-    heartbeat_timeout: float = 10.0
+    heartbeat_timeout: float = 5.0
     sync_duration: float = 300.0  # one sync activity runs this long, then returns
     history_limit: int = 1000
 

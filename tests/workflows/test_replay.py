@@ -1,0 +1,29 @@
+"""Replay the committed histories (tests/workflows/histories/*.json) against the current code.
+
+They were recorded on the real dev server by tests/integration/test_lifecycle_replay.py with
+``SKYSHIFT_RECORD_HISTORIES=1``. A change that makes a workflow issue different commands for the
+same history (non-determinism) fails here: such a change needs ``workflow.patched`` instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+
+from skyshift.workers.control import WORKFLOWS
+
+HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_history_replays(path: Path) -> None:
+    history = WorkflowHistory.from_json(path.stem, path.read_text())
+    await Replayer(workflows=WORKFLOWS).replay_workflow(history)
+
+
+def test_corpus_is_there() -> None:
+    assert len(HISTORIES) >= 4, "record with SKYSHIFT_RECORD_HISTORIES=1 (see module docstring)"
