@@ -64,6 +64,7 @@ ManagerFactory = Callable[[str, dict[str, Any]], ClusterManager]
 _BUILTIN: dict[str, str] = {
     "local": "skyshift.compat.local:LocalManager",
     "slurm": "skyshift.compat.slurm:SlurmManager",
+    "k8": "skyshift.compat.kubernetes:KubernetesManager",
 }
 _REGISTRY: dict[str, ManagerFactory] = {}
 
