@@ -317,10 +317,10 @@ class KubernetesManager:
         return self.api.open_watch(self._pods, query, WATCH_TIMEOUT + 30)
 
     def _list_replicas(self) -> list[ReplicaStatus]:
-        pods, deps, _ = self._list_objects()
+        pods, deps, rv = self._list_objects()
         cache = self._cache
         if cache is not None:
-            cache.seed(pods, deps)
+            cache.seed(pods, deps, rv)
         return statuses(pods, deps, cache.hidden() if cache is not None else set())
 
     # ---- delete -----------------------------------------------------------------------------

@@ -151,10 +151,22 @@ class ReplicaCache:
                 del self._tombstones[name]
         return set(self._tombstones)
 
-    def seed(self, pods: list[Obj], deployments: list[Obj]) -> None:
+    def seed(self, pods: list[Obj], deployments: list[Obj], list_rv: str) -> None:
+        """Merge a list taken at ``list_rv`` (which may be older than what is cached already:
+        a list that started before the latest events must not roll them back)."""
+        try:
+            at: int | None = int(list_rv)
+        except ValueError:
+            at = None
         with self._lock:
-            self._pods = {_meta(p)["name"]: p for p in pods}
-            self._deployments = {_meta(d)["name"]: d for d in deployments}
+            for cached, listed in ((self._pods, pods), (self._deployments, deployments)):
+                fresh = {_meta(o)["name"]: o for o in listed}
+                for name, obj in list(cached.items()):
+                    if name not in fresh and (at is None or (_rv(obj) or 0) <= at):
+                        del cached[name]  # gone when the list was taken, and not written since
+                for name, obj in fresh.items():
+                    if _newer_or_same(obj, cached.get(name)):
+                        cached[name] = obj
 
     def upsert_pod(self, pod: Obj) -> None:
         with self._lock:
@@ -197,7 +209,7 @@ class ReplicaCache:
         while not self._stop.is_set():
             try:
                 pods, deployments, rv = self._lister()
-                self.seed(pods, deployments)
+                self.seed(pods, deployments, rv)
                 listed = time.monotonic()
                 backoff = 0.5
                 while not self._stop.is_set() and time.monotonic() - listed < RESYNC:

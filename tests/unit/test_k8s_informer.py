@@ -123,3 +123,13 @@ def test_expired_watch_relists_and_broken_watch_is_not_fresh():
     script.fail_watch.clear()
     until(cache.fresh, deadline=15)  # backs off, then lists and watches again
     cache.stop()
+
+
+def test_an_older_list_never_rolls_back_newer_state():
+    cache = ReplicaCache("c", Scripted([]).lister, Scripted([]).watcher)  # not started
+    cache.upsert_pod(pod("a", 20, phase="Failed"))  # seen by the watch after the list began
+    cache.upsert_pod(pod("new", 25))  # created after the list was taken
+    cache.upsert_pod(pod("gone", 3))  # deleted before the list was taken
+    cache.seed([pod("a", 12, phase="Running"), pod("b", 14)], [], "15")
+    assert [(s.name, s.state) for s in cache.snapshot()] == [
+        ("a", FAILED), ("b", RUNNING), ("new", RUNNING)]
