@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -76,13 +77,13 @@ class Bench:
             if phase in ("Running", "Succeeded") and name not in self.running_at:
                 self.running_at[name] = time.monotonic()
 
-    async def cluster(self, name: str, cpus: float) -> Path:
+    async def cluster(self, name: str, cpus: float, labels: dict[str, str] | None = None) -> Path:
         path = self.tmp / name
         path.mkdir(parents=True, exist_ok=True)
         obj = await self.store.create("clusters", {
             "apiVersion": "skyshift.io/v1", "kind": "Cluster",
             "metadata": {"name": name, "uid": str(uuid.uuid4()), "generation": 1,
-                         "creationTimestamp": now_iso(), "labels": {}},
+                         "creationTimestamp": now_iso(), "labels": labels or {}},
             "spec": {"manager": "local", "cpus": cpus, "memory": 10_000_000,
                      "config": {"state_dir": str(path), "grace_period": 0.2}},
             "status": {"phase": "Init"},
@@ -92,14 +93,16 @@ class Bench:
             await asyncio.sleep(0.1)
         return path
 
-    async def submit(self, name: str, run: str, cpus: float = 0.001) -> float:
+    async def submit(self, name: str, run: str, cpus: float = 0.001,
+                     only: dict[str, str] | None = None) -> float:
         t0 = time.monotonic()
         obj = await self.store.create("jobs", {
             "apiVersion": "skyshift.io/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": NS, "uid": str(uuid.uuid4()),
                          "generation": 1, "creationTimestamp": now_iso(), "labels": {}},
             "spec": {"run": run, "resources": {"cpus": cpus, "memory": 0},
-                     "restartPolicy": "Never"},
+                     "restartPolicy": "Never",
+                     "placement": {"filters": [{"matchLabels": only}] if only else []}},
             "status": {"phase": "Pending"},
         })
         await starter.ensure_lifecycle(self.client, obj)
@@ -174,9 +177,9 @@ class Bench:
               f"{(e1 - e0) / dt:.2f} history events/s, {(r1 - r0) / dt:.2f} etcd writes/s")
 
     async def failover(self) -> None:
-        a = await self.cluster("bench-fo-a", 4)
-        await self.cluster("bench-fo-b", 4)
-        await self.submit("fo-job", "sleep 600", cpus=3)
+        a = await self.cluster("bench-fo-a", 4, {"bench": "failover"})
+        await self.cluster("bench-fo-b", 4, {"bench": "failover"})
+        await self.submit("fo-job", "sleep 600", cpus=3, only={"bench": "failover"})
         await self.wait_running(["fo-job"], 60)
         job = await self.store.get("jobs", "fo-job", NS)
         lost = "bench-fo-a" if "bench-fo-a" in job["status"]["placement"] else "bench-fo-b"
@@ -241,12 +244,14 @@ async def main(args: argparse.Namespace, tmp: Path, procs: list[Any]) -> None:
     watcher = asyncio.create_task(bench.watch_running())
     try:
         await bench.cluster("bench-main", 100_000)
-        await bench.latency(args.latency_jobs)
-        await asyncio.sleep(5)  # let the latency jobs finish
-        rate, names = await bench.burst(args.burst)
-        await bench.idle(names, args.idle_window)
-        ceiling = await bench.ceiling(args.ceiling)
-        print(f"burst / ceiling = {rate / ceiling:.2f}")
+        if args.latency_jobs:
+            await bench.latency(args.latency_jobs)
+            await asyncio.sleep(5)  # let the latency jobs finish
+        if args.burst:
+            rate, names = await bench.burst(args.burst)
+            await bench.idle(names, args.idle_window)
+            ceiling = await bench.ceiling(args.ceiling)
+            print(f"burst / ceiling = {rate / ceiling:.2f}")
         await bench.failover()
     finally:
         watcher.cancel()
@@ -267,6 +272,7 @@ if __name__ == "__main__":
     ap.add_argument("--ceiling", type=int, default=300)
     ap.add_argument("--idle-window", type=float, default=30.0)
     arguments = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup on SIGTERM too
     workdir = Path(tempfile.mkdtemp(prefix="skyshift-bench-"))
     spawned = spawn(workdir)[1] if arguments.spawn else []
     asyncio.run(main(arguments, workdir, spawned))

@@ -83,6 +83,7 @@ class ClusterWorkflow:
     @workflow.run
     async def run(self, inp: ClusterInput) -> str:
         self.sa = current_keywords()
+        self.spec_dirty = False  # the API's ensure at creation is not a change of spec
         upsert([(KIND, "Cluster"), (CLUSTER, inp.name), (PHASE, self.phase)], self.sa)
         while not self.deleting:
             result = await self._sync()

@@ -6,18 +6,20 @@ rules live in :mod:`skyshift.workflows.jobstate`; this module sequences them.
 What a job costs the Temporal server (the budget of DESIGN.md, "Performance budget"), for a
 one-replica job that runs to completion on a healthy cluster:
 
-* start (by the API) + workflow task 1, which runs a *local* activity that signal-with-starts the
-  scheduler with the job queued (a marker event, no task round trip);
-* placement signal (sent by the scheduler's batch activity, which also wrote status Scheduled)
-  -> workflow task 2, which schedules ONE submit activity on ``skylet-<cluster>``;
-* the submit activity creates the replica and itself writes status Running (the skylet sees it
-  start) -> workflow task 3 (phase Running in the search attributes; no etcd write here);
-* the replica ends: the skylet's sync signals once -> workflow task 4 writes Succeeded with a
-  local activity and completes.
+* signal-with-start by the API (the ``ensure`` signal rides along with the start) -> workflow
+  task 1, which runs a *local* activity that signal-with-starts the scheduler with the job
+  queued (a marker event in this history, no task round trip);
+* the ``placed`` signal, sent by the scheduler's batch activity (which also wrote status
+  Scheduled) -> workflow task 2 schedules ONE submit activity on ``skylet-<cluster>``;
+* the submit activity creates the replica and itself writes status Running (from the states the
+  cluster returned) -> workflow task 3 only records it (search attribute, no etcd write);
+* the replica ends: the skylet's sync sends one ``replicas_changed`` signal -> workflow task 4
+  writes Succeeded with a local activity and completes.
 
-So: 4 workflow tasks, 1 activity task, 2 signals and 2 local activities per job; the scheduler's
-batch activity and task are shared by every job placed in the same round, and a running job
-costs nothing while nothing changes (the skylet polls per cluster, not per job). Restarts,
+So: 4 workflow tasks, 1 activity task, 3 signals (one of them part of the start) and 2 local
+activities per job, 3 workflow tasks and 1 activity until Running. The scheduler's batch
+activity and workflow task are shared by every job placed in the same round; a running job
+costs nothing while nothing changes (the skylet looks per cluster, not per job). Restarts,
 failover and scaling add one submit (or delete) activity per affected cluster.
 """
 

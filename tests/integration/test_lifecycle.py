@@ -142,3 +142,31 @@ async def test_cluster_lost_fails_over_and_cleans_up_on_return(
 
 async def _count(s: LifecycleStack, cluster: str, n: int) -> bool:
     return len(s.replica_dirs(cluster)) == n
+
+
+async def test_deleting_a_cluster_moves_its_jobs_and_removes_it(
+    lifecycle_stack: LifecycleStack,
+) -> None:
+    s = lifecycle_stack
+    s.start_in_process()
+    await s.add_cluster("lc-old", cpus=4, labels={"pref": "yes"})
+    await s.cluster_phase("lc-old", "Ready")
+    await s.submit("tenant", "sleep 600", cpus=1, restartPolicy="Always",
+                   placement={"preferences": [{"matchLabels": {"pref": "yes"}, "weight": 10}]})
+    await s.job_phase("tenant", "Running")
+    await s.add_cluster("lc-new", cpus=4)
+    await s.cluster_phase("lc-new", "Ready")
+    await s.delete("clusters", "lc-old")
+
+    async def removed() -> bool:
+        return await s.get("clusters", "lc-old") is None
+
+    await s.wait("cluster object removed", removed, timeout=40)
+    assert s.replica_dirs("lc-old") == []
+
+    async def moved() -> dict | None:
+        obj = await s.get("jobs", "tenant")
+        return obj if obj and obj["status"].get("placement") == {"lc-new": 1} else None
+
+    await s.wait("job moved to lc-new", moved, timeout=30)
+    await s.wait("replica on lc-new", lambda: _count(s, "lc-new", 1), timeout=20)
