@@ -6,5 +6,6 @@ pytest_plugins = [
     "tests.fixtures.stack",
     "tests.fixtures.api",
     "tests.fixtures.slurm",
+    "tests.fixtures.k8s",
     "tests.fixtures.auth",
 ]
