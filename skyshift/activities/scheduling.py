@@ -117,6 +117,10 @@ def placed_mutation(entry: QueueEntry, decision: Decision, workflow_id: str) -> 
         status["message"] = decision.message
         status["schedulerReasons"] = {}
         status["workflowId"] = workflow_id
+        if not status.get("observedGeneration"):
+            # The placement acted on the spec as it was queued; a later spec change re-enqueues
+            # the job and its workflow records the generation it reloaded.
+            status["observedGeneration"] = (obj.get("metadata") or {}).get("generation", 0)
         return obj
 
     return mutate

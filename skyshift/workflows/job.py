@@ -307,6 +307,8 @@ class JobWorkflow:
             return False
 
     async def _write(self, patch: JobStatusPatch) -> None:
+        if patch.observed_generation is None and self.s.generation:
+            patch.observed_generation = self.s.generation
         await workflow.execute_local_activity(
             "write_job_status", patch, start_to_close_timeout=STORE_TIMEOUT,
             retry_policy=STORE_RETRY,

@@ -20,6 +20,7 @@ async def test_submit_runs_and_succeeds(lifecycle_stack: LifecycleStack) -> None
     done = await s.job_phase("hello", "Succeeded")
     assert done["status"]["replicaStatus"]["lc-ok"]["Succeeded"] == 2
     assert done["status"]["completionTime"]
+    assert done["status"]["observedGeneration"] == done["metadata"]["generation"] >= 1
     cluster = await s.get("clusters", "lc-ok")
     assert cluster is not None and cluster["status"]["allocatable"]
 
