@@ -8,6 +8,7 @@ event seen.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -181,5 +182,4 @@ class Watcher:
 
 
 def _flush() -> None:
-    stream = click.get_text_stream("stdout")
-    stream.flush()
+    sys.stdout.flush()
