@@ -20,7 +20,6 @@ from pydantic import ValidationError
 from skyshift.cli.apply import apply
 from skyshift.cli.auth import COMMANDS as AUTH_COMMANDS
 from skyshift.cli.config_cmd import config
-from skyshift.cli.create import create
 from skyshift.cli.delete import delete
 from skyshift.cli.describe import describe
 from skyshift.cli.errors import (
@@ -33,6 +32,7 @@ from skyshift.cli.errors import (
 from skyshift.cli.exec_cmd import exec_command
 from skyshift.cli.get import get
 from skyshift.cli.groups import CONTEXT_SETTINGS, AliasedGroup
+from skyshift.cli.import_clusters import create  # create cluster [--all-contexts]
 from skyshift.cli.logs import logs
 from skyshift.cli.state import CliState
 from skyshift.cli.status import status
