@@ -30,7 +30,13 @@ from typing import Any
 from temporalio import activity
 from temporalio.service import RPCError
 
-from skyshift.activities.clusters import ClusterContext, SkyletActivities, signal_all, update_of
+from skyshift.activities.clusters import (
+    ClusterContext,
+    Seen,
+    SkyletActivities,
+    signal_all,
+    update_of,
+)
 from skyshift.activities.store import update_status
 from skyshift.activities.types import (
     SCHEDULER_ID,
@@ -82,6 +88,12 @@ def freed(before: dict[str, Any] | None, after: dict[str, Any]) -> bool:
         ):
             return True
     return False
+
+
+def _heartbeat() -> None:
+    """Heartbeat when running as an activity (the unit tests call the syncer directly)."""
+    if activity.in_activity():
+        activity.heartbeat()
 
 
 class Syncer:
@@ -181,6 +193,31 @@ class Syncer:
             self.last_alloc = alloc
 
     async def _report(self, listing: list[ReplicaStatus], first: bool) -> None:
+        """Tell jobs what changed since the last round, and remember that they were told.
+
+        The table says what each job was told, and ``write_counts`` reads it, so it is updated
+        first; but if the round dies before the writes and signals are done (the activity is
+        cancelled, a write fails) the changes are undone, so the next round reports them again.
+        Reporting twice is harmless (jobs ignore what they already know); never reporting left
+        jobs stuck Scheduled with every replica running.
+        """
+        ctx = self.ctx
+        undo: dict[str, Seen | None] = {}
+        listed, primed = set(ctx.listed), ctx.primed
+        try:
+            await self._report_changes(listing, first, undo)
+        except BaseException:
+            for name, prev in undo.items():
+                if prev is None:
+                    ctx.table.pop(name, None)
+                else:
+                    ctx.table[name] = prev
+            ctx.listed, ctx.primed = listed, primed
+            raise
+
+    async def _report_changes(
+        self, listing: list[ReplicaStatus], first: bool, undo: dict[str, Seen | None]
+    ) -> None:
         ctx = self.ctx
         reports: dict[str, ReplicaReport] = {}
         touched: dict[str, tuple[str, str]] = {}  # uid -> (namespace, job)
@@ -194,6 +231,7 @@ class Syncer:
                 r.attempt < prev.attempt or (prev.state, prev.attempt) == (r.state, r.attempt)
             ):
                 continue
+            undo.setdefault(r.name, prev)
             ctx.record([r])
             touched[r.job_uid] = (r.namespace, r.job_name)
             if prev is None and first and r.state in LIVE:
@@ -202,6 +240,7 @@ class Syncer:
             reports.setdefault(wf, ReplicaReport(ctx.name)).updates.append(update_of(r))
         for name in [n for n in ctx.table if n in ctx.listed and n not in current]:
             seen = ctx.table.pop(name)
+            undo.setdefault(name, seen)
             touched[seen.uid] = (seen.namespace, seen.job)
             wf = job_workflow_id(seen.namespace, seen.job)
             reports.setdefault(wf, ReplicaReport(ctx.name)).updates.append(ReplicaUpdate(
@@ -211,6 +250,7 @@ class Syncer:
         ctx.listed = set(current)
         ctx.primed = True
         for uid, (ns, job) in touched.items():
+            _heartbeat()  # a burst can make one round write hundreds of jobs
             await self.acts.write_counts(ns, job, uid)
         if reports:
             await signal_all(self.acts.client, dict(reports), SIG_REPLICAS)
