@@ -1,0 +1,499 @@
+"""Slurm end to end: Jobs through the whole stack onto real slurmctld/slurmd.
+
+A private ``skyshift up`` (Temporal dev server, etcd, API with auth on, control worker, skylet
+manager and its ``local`` cluster) on free ports, the session's simulated Slurm clusters
+(``slurm_clusters``: real Slurm 22.05 daemons), and everything done the way a user does it: Cluster
+and Job objects created through the API with the admin token, logs fetched through the API (what
+``skyctl logs`` calls), and what Slurm itself says read with ``squeue --json``.
+
+The stack is this module's own (not the session's ``devstack``) because the tests stop a Slurm
+controller, attach a cluster with broken credentials and spread jobs onto ``local``; nothing of
+that should leak into other tests. Clusters get labels (``e2e=<name>``) and every job filters on
+them, so each test knows where its replicas may go. Every wait is a poll with a deadline; nothing
+asserts how long something took.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import pytest_asyncio
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from skyshift.activities.types import cluster_workflow_id, replica_name
+from skyshift.client.async_client import AsyncSkyShiftClient
+from skyshift.client.errors import ApiError
+from skyshift.devstack.sim_slurm import SimSlurmCluster
+from tests.fixtures.auth import admin_token
+from tests.fixtures.stack import DevStack, new_stack, require_stack_binaries
+
+if TYPE_CHECKING:
+    from tests.fixtures.slurm import SshServer
+
+pytestmark = pytest.mark.integration
+
+LIVE_SLURM = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
+              "RESIZING", "SIGNALING", "STAGE_OUT")
+Obj = dict[str, Any]
+
+
+# ---- the stack ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def e2e_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
+    """``skyshift up`` in a private home on free ports (``skyshift down`` afterwards)."""
+    require_stack_binaries()
+    stack = new_stack(tmp_path_factory.mktemp("e2e-slurm-home"))
+    up = stack.run_skyshift("up")
+    if up.returncode != 0:
+        stack.run_skyshift("down")
+        pytest.fail(f"skyshift up failed (rc {up.returncode}):\n{up.stdout}\n{up.stderr}")
+    try:
+        yield stack
+    finally:
+        down = stack.run_skyshift("down")
+        if down.returncode != 0:
+            print(f"skyshift down failed: {down.stdout}\n{down.stderr}")
+
+
+@dataclass
+class E2E:
+    """The stack as a user sees it, plus direct looks at Slurm and Temporal for the checks."""
+
+    stack: DevStack
+    api: AsyncSkyShiftClient
+    temporal: Client
+    sims: list[SimSlurmCluster]
+    tmp: Path
+    jobs: list[str] = field(default_factory=list)
+    clusters: list[str] = field(default_factory=list)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:5])
+    last: Obj = field(default_factory=dict)
+
+    # objects --------------------------------------------------------------------------------
+
+    async def add_slurm_cluster(self, name: str, sim: SimSlurmCluster,
+                                **config: Any) -> Obj:
+        """A Cluster with ``spec.manager: slurm`` and the sim's adapter config (own workdir)."""
+        workdir = sim.root / "work" / f"e2e-{self.run_id}-{name}"
+        obj = await self.api.create({
+            "kind": "Cluster",
+            "metadata": {"name": name, "labels": {"e2e": name}},
+            "spec": {"manager": "slurm", "config": {**sim.adapter_config(workdir), **config}},
+        })
+        self.clusters.append(name)
+        return obj
+
+    async def submit(self, name: str, run: str, clusters: list[str], cpus: float = 1,
+                     **spec: Any) -> Obj:
+        """A Job allowed only on ``clusters`` (placement filters on their ``e2e`` label)."""
+        placement = dict(spec.pop("placement", {}))
+        placement["filters"] = [{"matchLabels": {"e2e": c}} for c in clusters]
+        obj = await self.api.create({
+            "kind": "Job",
+            "metadata": {"name": name, "labels": {"e2e-run": self.run_id}},
+            "spec": {"run": run, "resources": {"cpus": cpus}, "placement": placement, **spec},
+        })
+        self.jobs.append(name)
+        return obj
+
+    def job_name(self, base: str) -> str:
+        return f"{base}-{self.run_id}"
+
+    async def get(self, kind: str, name: str) -> Obj | None:
+        """The object (None once it is gone); the last one read is kept for failure messages."""
+        try:
+            obj = await self.api.get(kind, name)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            obj = None
+        self.last = {"object": f"{kind}/{name}", "status": (obj or {}).get("status")}
+        return obj
+
+    async def delete(self, kind: str, name: str) -> None:
+        try:
+            await self.api.delete(kind, name)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+
+    # waiting --------------------------------------------------------------------------------
+
+    async def wait(self, what: str, check: Callable[[], Awaitable[Any]],
+                   timeout: float = 90.0, every: float = 0.25) -> Any:
+        """Poll ``await check()`` until it returns something truthy (bounded)."""
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            last = await check()
+            if last:
+                return last
+            await asyncio.sleep(every)
+        raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last check: "
+                             f"{last}; last object read: {self.last})")
+
+    async def phase(self, kind: str, name: str, phase: str, timeout: float = 90.0) -> Obj:
+        seen: list[Obj | None] = [None]
+
+        async def check() -> Obj | None:
+            obj = seen[0] = await self.get(kind, name)
+            return obj if obj and (obj.get("status") or {}).get("phase") == phase else None
+
+        try:
+            found: Obj = await self.wait(f"{kind} {name} {phase}", check, timeout)
+            return found
+        except AssertionError:
+            status = (seen[0] or {}).get("status")
+            raise AssertionError(f"{kind} {name} not {phase} in {timeout:g}s: {status}") from None
+
+    async def gone(self, kind: str, name: str, timeout: float = 90.0) -> None:
+        async def check() -> bool:
+            return await self.get(kind, name) is None
+
+        await self.wait(f"{kind} {name} removed", check, timeout)
+
+    # Slurm and Temporal ---------------------------------------------------------------------
+
+    @staticmethod
+    def squeue(sim: SimSlurmCluster) -> list[Obj]:
+        """Every job slurmctld knows (``squeue --json`` ignores filters in 22.05; finished jobs
+        stay for MinJobAge)."""
+        out = subprocess.run(["squeue", "--json"], capture_output=True, text=True, check=True,
+                             env={**os.environ, **sim.env}, timeout=60).stdout
+        doc = json.loads(out)
+        assert not doc.get("errors"), doc["errors"]
+        jobs: list[Obj] = doc["jobs"]
+        return jobs
+
+    def squeue_of(self, sim: SimSlurmCluster, job: Obj) -> list[Obj]:
+        """The Slurm jobs of a SkyShift job's replicas (by their deterministic names)."""
+        prefix = replica_name(job["metadata"]["name"], job["metadata"]["uid"], 0)[:-1]
+        return [j for j in self.squeue(sim) if str(j.get("name", "")).startswith(prefix)]
+
+    async def finished_in_slurm(self, sim: SimSlurmCluster, job: Obj, n: int) -> list[Obj]:
+        """The job's ``n`` Slurm jobs once none is live any more (SkyShift may report a replica
+        finished a moment before slurmctld has moved it out of COMPLETING)."""
+        async def check() -> list[Obj] | None:
+            jobs = self.squeue_of(sim, job)
+            done = len(jobs) == n and not any(j["job_state"] in LIVE_SLURM for j in jobs)
+            return jobs if done else None
+
+        try:
+            found: list[Obj] = await self.wait(f"{n} finished Slurm jobs", check, timeout=30)
+            return found
+        except AssertionError:
+            jobs = [(j["job_id"], j["name"], j["job_state"]) for j in self.squeue_of(sim, job)]
+            raise AssertionError(f"expected {n} finished Slurm jobs, squeue has {jobs}") from None
+
+    async def history(self, workflow_id: str) -> list[Any]:
+        handle = self.temporal.get_workflow_handle(workflow_id)
+        return [e async for e in handle.fetch_history_events()]
+
+
+def names_of(job: Obj, ranks: range) -> list[str]:
+    return [replica_name(job["metadata"]["name"], job["metadata"]["uid"], r) for r in ranks]
+
+
+def counts(job: Obj, cluster: str) -> dict[str, int]:
+    return dict(((job.get("status") or {}).get("replicaStatus") or {}).get(cluster) or {})
+
+
+@pytest_asyncio.fixture(scope="module")
+async def e2e(
+    e2e_stack: DevStack, slurm_clusters: list[SimSlurmCluster],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[E2E]:
+    """The stack, logged in as admin, with ``e2e-slurm1`` attached to slurm1 and Ready and the
+    stack's own ``local`` cluster labelled ``e2e=local``."""
+    token = admin_token(e2e_stack.api_url, e2e_stack.home)
+    api = AsyncSkyShiftClient(e2e_stack.api_url, token=token, namespace="default", timeout=60)
+    env = E2E(e2e_stack, api, await Client.connect(e2e_stack.temporal_address),
+              slurm_clusters, tmp_path_factory.mktemp("e2e-slurm"))
+    try:
+        await env.phase("clusters", "local", "Ready")
+        await api.patch("clusters", "local", None, {"metadata": {"labels": {"e2e": "local"}}})
+        await env.add_slurm_cluster("e2e-slurm1", slurm_clusters[0])
+        await env.phase("clusters", "e2e-slurm1", "Ready")
+        yield env
+    finally:
+        await _cleanup(env)
+        await api.aclose()
+
+
+async def _cleanup(env: E2E) -> None:
+    """Delete what the tests left (jobs first, while their clusters can still act), then cancel
+    whatever of ours Slurm still runs, so later tests on the same sim clusters start empty."""
+    for name in env.jobs:
+        await env.delete("jobs", name)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        left = [n for n in env.jobs if await env.get("jobs", n) is not None]
+        if not left:
+            break
+        await asyncio.sleep(0.5)
+    for name in env.clusters:
+        await env.delete("clusters", name)
+    for sim in env.sims:
+        if not sim.controller_running():
+            sim.start_controller()
+    for sim in env.sims:
+        try:
+            ids = [str(j["job_id"]) for j in env.squeue(sim)
+                   if f"-{env.run_id}-" in str(j.get("name", ""))
+                   and j.get("job_state") in LIVE_SLURM]
+        except (subprocess.SubprocessError, AssertionError, ValueError):
+            continue
+        if ids:
+            subprocess.run(["scancel", *ids], env={**os.environ, **sim.env}, timeout=30,
+                           check=False, capture_output=True)
+
+
+# ---- 1. a job runs to Succeeded on Slurm ------------------------------------------------------
+
+
+async def test_job_succeeds_on_slurm_with_logs(e2e: E2E) -> None:
+    name = e2e.job_name("hello")
+    job = await e2e.submit(name, "echo hello from slurm rank $SKYSHIFT_RANK of $SKYSHIFT_JOB; "
+                           "sleep 1", ["e2e-slurm1"], restartPolicy="Never")
+    running = await e2e.phase("jobs", name, "Running")
+    assert running["status"]["placement"] == {"e2e-slurm1": 1}
+    done = await e2e.phase("jobs", name, "Succeeded")
+    assert counts(done, "e2e-slurm1")["Succeeded"] == 1
+    assert done["status"]["restarts"] == 0
+    [replica] = names_of(job, range(1))
+    # what Slurm says: one batch job of that name, completed with exit code 0
+    [slurm_job] = await e2e.finished_in_slurm(e2e.sims[0], job, 1)
+    assert slurm_job["name"] == replica
+    assert slurm_job["job_state"] == "COMPLETED"
+    assert "skyshift:v1" in slurm_job.get("comment", "")
+    # logs the way `skyctl logs` gets them: through the API and the lifecycle plane
+    logs = await e2e.api.logs(name)
+    assert f"==> {replica} <==" in logs
+    assert f"hello from slurm rank 0 of {name}" in logs
+
+
+# ---- 2. restartPolicy on a failing command ----------------------------------------------------
+
+
+async def test_failing_command_restarted_then_failed(e2e: E2E) -> None:
+    name = e2e.job_name("crash")
+    runs = e2e.tmp / f"{name}.runs"
+    job = await e2e.submit(name, f"echo attempt >> {runs}; echo crashing; exit 3",
+                           ["e2e-slurm1"], restartPolicy="OnFailure", maxRestarts=2)
+    failed = await e2e.phase("jobs", name, "Failed", timeout=120)
+    status = failed["status"]
+    assert status["restarts"] == 2
+    assert "exit code 3" in status["message"]
+    assert "maxRestarts (2)" in status["message"]
+    assert counts(failed, "e2e-slurm1")["Failed"] == 1
+    # three runs in all, each its own Slurm batch job, all exited 3
+    assert runs.read_text().splitlines() == ["attempt"] * 3
+    slurm_jobs = await e2e.finished_in_slurm(e2e.sims[0], job, 3)
+    assert {j["job_state"] for j in slurm_jobs} == {"FAILED"}
+    assert {j["name"] for j in slurm_jobs} == set(names_of(job, range(1)))
+    # the last attempt's output is what logs show
+    assert "crashing" in await e2e.api.logs(name)
+
+
+# ---- 3. deleting a running job ----------------------------------------------------------------
+
+
+async def test_delete_running_job_cancels_it_on_slurm(e2e: E2E) -> None:
+    name = e2e.job_name("forever")
+    job = await e2e.submit(name, "sleep 600", ["e2e-slurm1"], replicas=2,
+                           restartPolicy="Always")
+    running = await e2e.phase("jobs", name, "Running")
+    assert counts(running, "e2e-slurm1")["Running"] == 2
+
+    async def both_running() -> list[Obj] | None:
+        jobs = e2e.squeue_of(e2e.sims[0], job)
+        return jobs if [j["job_state"] for j in jobs] == ["RUNNING"] * 2 else None
+
+    await e2e.wait("two RUNNING Slurm jobs", both_running)
+    await e2e.api.delete("jobs", name)
+    await e2e.gone("jobs", name)
+
+    def cancelled() -> bool:
+        return all(j["job_state"] == "CANCELLED" for j in e2e.squeue_of(e2e.sims[0], job))
+
+    async def check() -> bool:
+        return cancelled()
+
+    await e2e.wait("Slurm jobs cancelled", check, timeout=30)
+
+
+# ---- 4. one job across local and Slurm --------------------------------------------------------
+
+
+def fits(cluster: Obj, cpus: float) -> int:
+    return sum(int(n["cpus"] // cpus) for n in cluster["status"]["allocatable"].values())
+
+
+async def test_replicas_spill_from_slurm_to_local_and_run_once(e2e: E2E) -> None:
+    local, slurm = await e2e.get("clusters", "local"), await e2e.get("clusters", "e2e-slurm1")
+    assert local and slurm
+    cpus = 2.0
+    on_slurm, on_local = fits(slurm, cpus), fits(local, cpus)
+    assert on_slurm >= 1 and on_local >= 1, (slurm["status"], local["status"])
+    replicas = on_slurm + 1  # one more than Slurm holds, and never more than local holds
+    assert replicas > on_local
+    name = e2e.job_name("wide")
+    runs = e2e.tmp / f"{name}.runs"
+    job = await e2e.submit(name, f"echo $SKYSHIFT_RANK >> {runs}; echo rank $SKYSHIFT_RANK; "
+                           "sleep 3", ["e2e-slurm1", "local"], cpus=cpus, replicas=replicas,
+                           restartPolicy="Never")
+    running = await e2e.phase("jobs", name, "Running")
+    placement = running["status"]["placement"]
+    assert set(placement) == {"e2e-slurm1", "local"}, placement
+    assert sum(placement.values()) == replicas
+    done = await e2e.phase("jobs", name, "Succeeded")
+    assert done["status"]["placement"] == placement
+    assert {c: counts(done, c)["Succeeded"] for c in placement} == placement
+    # every rank ran exactly once, wherever it was
+    assert sorted(int(r) for r in runs.read_text().split()) == list(range(replicas))
+    slurm_jobs = await e2e.finished_in_slurm(e2e.sims[0], job, placement["e2e-slurm1"])
+    assert len({j["name"] for j in slurm_jobs}) == len(slurm_jobs)
+    assert {j["job_state"] for j in slurm_jobs} == {"COMPLETED"}
+    logs = await e2e.api.logs(name)
+    for rank, replica in enumerate(names_of(job, range(replicas))):
+        assert f"==> {replica} <==\nrank {rank}\n" in logs
+
+
+# ---- 5. slurmctld away: Error, failover, recovery, cleanup ----------------------------------
+
+
+async def test_controller_down_fails_over_to_local_and_cleans_up(e2e: E2E) -> None:
+    sim = e2e.sims[1]
+    await e2e.add_slurm_cluster("e2e-slurm2", sim)
+    await e2e.phase("clusters", "e2e-slurm2", "Ready")
+    name = e2e.job_name("mover")
+    job = await e2e.submit(
+        name, "echo started on $SKYSHIFT_RANK; sleep 600", ["e2e-slurm2", "local"], cpus=0.5,
+        replicas=2, restartPolicy="Always",
+        placement={"preferences": [{"matchLabels": {"e2e": "e2e-slurm2"}, "weight": 10}]},
+    )
+    running = await e2e.phase("jobs", name, "Running")
+    assert running["status"]["placement"] == {"e2e-slurm2": 2}
+
+    async def live_on_slurm() -> list[Obj]:
+        return [j for j in e2e.squeue_of(sim, job) if j["job_state"] == "RUNNING"]
+
+    await e2e.wait("both replicas RUNNING in Slurm", lambda: _len_is(live_on_slurm, 2))
+    sim.stop_controller()
+    try:
+        error = await e2e.phase("clusters", "e2e-slurm2", "Error", timeout=90)
+        message = error["status"]["message"]
+        assert "unreachable" in message and "e2e-slurm2" in message, message
+
+        async def on_local() -> Obj | None:
+            obj = await e2e.get("jobs", name)
+            ok = obj and obj["status"]["placement"] == {"local": 2} and counts(
+                obj, "local").get("Running") == 2
+            return obj if ok else None
+
+        moved = await e2e.wait("replicas running on local", on_local, timeout=90)
+        assert moved["status"]["phase"] == "Running"
+    finally:
+        sim.start_controller()
+    await e2e.phase("clusters", "e2e-slurm2", "Ready", timeout=120)
+
+    async def slurm_clean() -> list[Obj] | None:
+        jobs = e2e.squeue_of(sim, job)
+        return jobs if not any(j["job_state"] in LIVE_SLURM for j in jobs) else None
+
+    try:
+        leftovers = await e2e.wait("leftovers cancelled in Slurm", slurm_clean, timeout=90)
+    except AssertionError:
+        live = [(j["job_id"], j["name"], j["job_state"]) for j in e2e.squeue_of(sim, job)]
+        raise AssertionError(f"the replicas that moved to local still run on Slurm after "
+                             f"e2e-slurm2 came back (each rank runs twice): {live}") from None
+    assert {j["job_state"] for j in leftovers} <= {"CANCELLED"}, leftovers
+    # the job kept running where it moved, and its status stops counting the Slurm replicas
+    after = await e2e.get("jobs", name)
+    assert after is not None
+    assert after["status"]["phase"] == "Running"
+    assert after["status"]["placement"] == {"local": 2}
+
+    seen: list[Any] = [None]
+
+    async def counted_once() -> bool:
+        obj = await e2e.get("jobs", name)
+        per_cluster = seen[0] = (obj or {}).get("status", {}).get("replicaStatus") or {}
+        return not any(per_cluster.get("e2e-slurm2", {}).values()) and counts(
+            obj or {}, "local").get("Running") == 2
+
+    try:
+        await e2e.wait("replicaStatus without the moved replicas", counted_once, timeout=30)
+    except AssertionError:
+        raise AssertionError(f"replicaStatus still counts the replicas that moved away from "
+                             f"e2e-slurm2 (now on local): {seen[0]}") from None
+    # the adapter forgot the moved replicas too (their records were removed)
+    workdir = sim.root / "work" / f"e2e-{e2e.run_id}-e2e-slurm2"
+    assert not [p.name for p in workdir.glob(f"{name}-*.job")]
+    await e2e.delete("jobs", name)
+    await e2e.gone("jobs", name)
+    await e2e.delete("clusters", "e2e-slurm2")
+    await e2e.gone("clusters", "e2e-slurm2")
+
+
+async def _len_is(fn: Callable[[], Awaitable[list[Obj]]], n: int) -> bool:
+    return len(await fn()) == n
+
+
+# ---- 6. bad SSH credentials -------------------------------------------------------------------
+
+
+def ssh_attempts(server: SshServer) -> int:
+    """Connections sshd saw from a client it did not let in (its log, -e at INFO)."""
+    try:
+        text = (server.key.parent / "sshd.log").read_text(errors="replace")
+    except OSError:
+        return 0
+    return sum(1 for line in text.splitlines()
+               if "Connection closed by authenticating user" in line
+               or "Failed publickey" in line)
+
+
+async def test_bad_ssh_key_is_a_clear_permanent_error(e2e: E2E, slurm_sshd: SshServer) -> None:
+    before = ssh_attempts(slurm_sshd)
+    name = "e2e-badssh"
+    config = slurm_sshd.config(ssh_key_path=str(slurm_sshd.wrong_key))
+    config["slurm_conf"] = str(e2e.sims[0].conf)
+    await e2e.add_slurm_cluster(name, e2e.sims[0], **config)
+    error = await e2e.phase("clusters", name, "Error", timeout=90)
+    message = error["status"]["message"]
+    assert "ssh" in message and "failed" in message, message
+    assert "Permission denied" in message, message
+    assert "ssh_key_path" in message, message
+    # no retry storm: over a while, neither the workflow's history nor sshd's attempts grow
+    await asyncio.sleep(3)
+    wf_id = cluster_workflow_id(name)
+    events0, attempts0 = len(await e2e.history(wf_id)), ssh_attempts(slurm_sshd)
+    await asyncio.sleep(10)
+    events1, attempts1 = len(await e2e.history(wf_id)), ssh_attempts(slurm_sshd)
+    assert (events1, attempts1) == (events0, attempts0)
+    still = await e2e.get("clusters", name)
+    assert still and still["status"]["phase"] == "Error"
+    history = await e2e.history(wf_id)
+    syncs = [e for e in history if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+             and e.activity_task_scheduled_event_attributes.activity_type.name == "sync_cluster"]
+    retried = [e for e in history if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+               and e.activity_task_started_event_attributes.attempt > 1]
+    assert not retried, "a permanent error must not be retried by Temporal"
+    assert len(syncs) <= 2, f"{len(syncs)} attach attempts"
+    assert attempts1 - before <= 4 * len(syncs), (before, attempts1)
+    await e2e.delete("clusters", name)
+    await e2e.gone("clusters", name)
