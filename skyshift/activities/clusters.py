@@ -189,7 +189,11 @@ class SkyletActivities:
                 deleted = list(inp.names)
             else:
                 deleted = await heartbeating(manager.delete_job(inp.job_uid))
-        self.ctx.forget(deleted + (self.ctx.names_of(inp.job_uid) if inp.job_uid else []))
+        names = deleted + (self.ctx.names_of(inp.job_uid) if inp.job_uid else [])
+        jobs = {(s.namespace, s.job, s.uid) for n in names if (s := self.ctx.table.get(n))}
+        self.ctx.forget(names)
+        for namespace, job, uid in sorted(jobs):  # drop this cluster's counts of what left
+            await self.write_counts(namespace, job, uid)
         return DeleteReplicasResult(deleted)
 
     @activity.defn(name="teardown_cluster")

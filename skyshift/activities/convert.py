@@ -115,16 +115,30 @@ def cluster_input(obj: Obj) -> ClusterInput:
 
 
 def manager_config(obj: Obj) -> tuple[str, dict[str, Any]]:
-    """(manager, adapter config) for ``create_manager``: spec.config plus declared capacity."""
+    """(manager, adapter config) for ``create_manager``.
+
+    ``spec.config`` wins; the original's top-level fields fill in what it leaves out, under the
+    names each adapter takes: declared capacity for ``local``, ``config_path``/``context`` as the
+    kubeconfig and its context for ``k8``, ``config_path`` as ``slurm_conf`` and
+    ``access_config`` (host, username, ssh_key_path) as the login node for ``slurm``.
+    """
     spec = obj.get("spec") or {}
+    manager = str(spec.get("manager") or "local")
     config: dict[str, Any] = dict(spec.get("config") or {})
-    for key in ("cpus", "memory", "accelerators"):
-        if spec.get(key) and key not in config:
-            config[key] = spec[key]
+    fill: dict[str, Any] = {}
+    if manager == "local":
+        fill = {key: spec.get(key) for key in ("cpus", "memory", "accelerators")}
+    elif manager == "k8":
+        fill = {"kubeconfig": spec.get("config_path"), "context": spec.get("context")}
+    elif manager == "slurm":
+        fill = {"slurm_conf": spec.get("config_path"), **(spec.get("access_config") or {})}
+    for key, value in fill.items():
+        if value and key not in config:
+            config[key] = value
     labels = (obj.get("metadata") or {}).get("labels") or {}
     if labels and "labels" not in config:
         config["labels"] = dict(labels)
-    return str(spec.get("manager") or "local"), config
+    return manager, config
 
 
 def nodes_from_status(status: Obj) -> list[NodeInfo]:

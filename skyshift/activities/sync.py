@@ -34,6 +34,7 @@ from skyshift.activities.clusters import (
     ClusterContext,
     Seen,
     SkyletActivities,
+    heartbeating,
     signal_all,
     update_of,
 )
@@ -114,7 +115,11 @@ class Syncer:
         while time.monotonic() < deadline:
             activity.heartbeat(phase)
             try:
-                state, listing = await asyncio.wait_for(self._observe(), self.cfg.call_timeout)
+                # A hanging cluster call (squeue with slurmctld down takes ~9 s) must not starve
+                # the heartbeat, or Temporal cancels the attempt and the downtime count restarts.
+                state, listing = await heartbeating(
+                    asyncio.wait_for(self._observe(), self.cfg.call_timeout), every=1.0
+                )
                 if not state.healthy:
                     raise Transient(state.message or "cluster reports unhealthy")
             except (Transient, TimeoutError, OSError) as exc:
@@ -130,12 +135,14 @@ class Syncer:
             down_since = None
             first = not self.ctx.primed
             await self._write_cluster(inp, "Ready", "", state)
+            if first or phase != "Ready":
+                # Leftovers go before anything is reported, so a finished job's status never
+                # counts replicas that had already moved away from this cluster.
+                listing = await self._cleanup_orphans(listing)
             await self._report(listing, first)
             if phase != "Ready":
-                await self._recovered(listing, lost, inp.cluster)
+                await self._recovered(lost, inp.cluster)
                 return SyncResult("Ready", "", [])
-            if first:
-                await self._cleanup_orphans(listing)
             await asyncio.sleep(self.cfg.interval)
         return SyncResult(phase, "", lost)
 
@@ -155,8 +162,7 @@ class Syncer:
         told = await signal_all(self.acts.client, dict.fromkeys(jobs, event), SIG_CLUSTER)
         return SyncResult("Error", msg, sorted(set(told) | set(inp.lost_jobs)))
 
-    async def _recovered(self, listing: list[ReplicaStatus], lost: list[str], name: str) -> None:
-        await self._cleanup_orphans(listing)
+    async def _recovered(self, lost: list[str], name: str) -> None:
         if lost:
             event = ClusterEvent(name, "recovered", f"cluster {name} is reachable again")
             await signal_all(self.acts.client, dict.fromkeys(lost, event), SIG_CLUSTER)
@@ -262,22 +268,34 @@ class Syncer:
         with contextlib.suppress(RPCError):  # no scheduler yet: nothing is queued
             await self.acts.client.get_workflow_handle(SCHEDULER_ID).signal(SIG_CAPACITY, payload)
 
-    async def _cleanup_orphans(self, listing: list[ReplicaStatus]) -> None:
-        """Delete replicas whose job no longer exists (deleted while we were away)."""
+    async def _cleanup_orphans(self, listing: list[ReplicaStatus]) -> list[ReplicaStatus]:
+        """Delete replicas whose job no longer exists, or whose job is no longer placed on this
+        cluster (moved away while the cluster was unreachable, or the skylet was down); return
+        what remains. Finished replicas of jobs still placed here stay: they hold the logs."""
         jobs = {(r.namespace, r.job_name, r.job_uid) for r in listing}
         manager = self.ctx.manager
+        removed: set[str] = set()
         for ns, job, uid in sorted(jobs):
+            why = "deleted job"
             try:
                 obj = await self.acts.store.get("jobs", job, ns)
                 if (obj.get("metadata") or {}).get("uid") == uid:
-                    continue
+                    placement = (obj.get("status") or {}).get("placement") or {}
+                    if placement.get(self.ctx.name):
+                        continue
+                    why = "job no longer placed here"
             except NotFound:
                 pass
-            log.info("cluster %s: removing replicas of deleted job %s/%s", self.ctx.name, ns, job)
+            log.info("cluster %s: removing replicas of %s/%s (%s)", self.ctx.name, ns, job, why)
             try:
-                self.ctx.forget(await manager.delete_job(uid))
+                names = await manager.delete_job(uid)
             except CompatError as exc:
                 log.warning("cleanup of %s/%s failed: %s", ns, job, exc)
+                continue
+            self.ctx.forget(names)
+            removed.update(names)
+            removed.update(r.name for r in listing if r.job_uid == uid)
+        return [r for r in listing if r.name not in removed]
 
 
 class SkyletWithSync(SkyletActivities):

@@ -41,7 +41,7 @@ def replica_spec(inp: JobInput, t: JobTemplate, rec: ReplicaRecord) -> ReplicaSp
     return ReplicaSpec(
         name=name_of(inp, rec.rank), job_name=inp.name, namespace=inp.namespace,
         job_uid=inp.uid, rank=rec.rank, image=t.image, run=t.run, envs=dict(t.envs),
-        ports=list(t.ports), resources=t.resources, restart_policy="Never",
+        ports=list(t.ports), resources=t.resources, restart_policy=t.restart_policy,
         labels=dict(t.labels), attempt=rec.attempt,
     )
 

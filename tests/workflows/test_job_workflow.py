@@ -72,7 +72,8 @@ async def test_runs_to_success(workflow_env: WorkflowEnvironment) -> None:
         submit = (await fakes.wait_for("submit_replicas"))[0]
         assert [s.name for s in submit.replicas] == [
             replica_name(inp.name, inp.uid, 0), replica_name(inp.name, inp.uid, 1)]
-        assert all(s.restart_policy == "Never" for s in submit.replicas)
+        # the adapter gets the job's policy (Kubernetes runs Always replicas as Deployments)
+        assert all(s.restart_policy == "OnFailure" for s in submit.replicas)
         for rank in (0, 1):
             await report(h, inp, a, rank, 0, "Succeeded", 0)
         assert await h.result() == "Succeeded"
