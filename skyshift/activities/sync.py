@@ -276,14 +276,14 @@ class Syncer:
         manager = self.ctx.manager
         removed: set[str] = set()
         for ns, job, uid in sorted(jobs):
-            why = "deleted job"
+            why, exists = "deleted job", False
             try:
                 obj = await self.acts.store.get("jobs", job, ns)
                 if (obj.get("metadata") or {}).get("uid") == uid:
                     placement = (obj.get("status") or {}).get("placement") or {}
                     if placement.get(self.ctx.name):
                         continue
-                    why = "job no longer placed here"
+                    why, exists = "job no longer placed here", True
             except NotFound:
                 pass
             log.info("cluster %s: removing replicas of %s/%s (%s)", self.ctx.name, ns, job, why)
@@ -295,6 +295,8 @@ class Syncer:
             self.ctx.forget(names)
             removed.update(names)
             removed.update(r.name for r in listing if r.job_uid == uid)
+            if exists:  # the job lives on elsewhere: stop counting replicas here
+                await self.acts.write_counts(ns, job, uid)
         return [r for r in listing if r.name not in removed]
 
 
