@@ -14,11 +14,11 @@ the placement tests. Every wait is a poll with a deadline; nothing asserts how l
 Each test deletes its jobs afterwards (and waits until they are gone) so the next starts with
 empty clusters; the apiserver test runs last because it is the most disruptive.
 
-Three tests fail until the lifecycle code is fixed (see their docstrings): attaching one context
-with ``--config``/``--context`` (``activities.convert.manager_config`` ignores ``spec.config_path``
-and ``spec.context``), Always jobs as Deployments (``workflows.jobstate.replica_spec`` hands
-every replica to the adapter as restartPolicy Never), and a job that finishes while a cluster is
-away (its leftovers there are never deleted, and are counted into the finished job's status).
+Three tests guard lifecycle bugs these tests found (fixed in 459fda0): attaching one context with
+``--config``/``--context`` (``manager_config`` ignored ``spec.config_path``/``spec.context``),
+Always jobs as Deployments (every replica went to the adapter as restartPolicy Never), and a job
+that finishes while a cluster is away (its leftovers there were never deleted, and were counted
+into the finished job's status).
 """
 
 from __future__ import annotations
@@ -196,9 +196,9 @@ def test_all_contexts_dry_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 async def test_skyctl_attaches_one_context(k8: K8sE2E) -> None:
     """``skyctl create cluster NAME --manager k8 --config KUBECONFIG --context CTX`` attaches
-    that context's cluster (runs first: nothing else uses the clusters yet). Fails while
-    ``activities.convert.manager_config`` drops ``spec.config_path``/``spec.context`` (what the
-    CLI writes), so the adapter falls back to the default kubeconfig."""
+    that context's cluster (runs first: nothing else uses the clusters yet). The CLI writes
+    ``spec.config_path``/``spec.context``; ``manager_config`` once dropped them and the adapter
+    fell back to the default kubeconfig."""
     sim = k8.sims["sim-k8s-3"]
     name = f"one-{k8.run_id}"
     made = await k8.skyctl("create", "cluster", name, "--manager", "k8", "--config",
@@ -387,8 +387,8 @@ async def test_delete_removes_every_object_on_every_cluster(k8: K8sE2E) -> None:
 
 async def test_always_job_runs_as_deployments(k8: K8sE2E) -> None:
     """DESIGN.md (Compatibility layer) and the adapter: restartPolicy Always -> one
-    single-replica Deployment per replica, so Kubernetes restarts it. Fails while
-    ``jobstate.replica_spec`` hands every replica to the adapter as restartPolicy Never."""
+    single-replica Deployment per replica, so Kubernetes restarts it (``jobstate.replica_spec``
+    once handed every replica to the adapter as restartPolicy Never)."""
     name = k8.job_name("always")
     job = await k8.submit(name, replicas=2, cpus=1, restart="Always")
     uid = job["metadata"]["uid"]
@@ -480,10 +480,10 @@ async def test_apiserver_killed_fails_over_completes_and_cleans_up(k8: K8sE2E) -
 async def test_job_finished_during_outage_leaves_nothing_on_the_returning_cluster(
     k8: K8sE2E,
 ) -> None:
-    """The same fault, but the job finishes elsewhere before the apiserver returns. Fails today:
-    the leftovers are deleted only by the job's workflow on the cluster's "recovered" signal, and
-    that workflow has ended; the skylet's orphan cleanup spares them because the job object still
-    exists, and then counts them into the finished job's status (10 Succeeded of 6 replicas)."""
+    """The same fault, but the job finishes elsewhere before the apiserver returns. The leftovers
+    were once deleted only by the job's workflow on the cluster's "recovered" signal, after that
+    workflow had ended; the skylet's orphan cleanup spared them because the job object still
+    existed, and counted them into the finished job's status (10 Succeeded of 6 replicas)."""
     free = await room(k8, sorted(k8.sims))
     want = expected_spread(free, 6)
     name = k8.job_name("outlived")

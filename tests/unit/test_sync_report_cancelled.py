@@ -1,10 +1,11 @@
-"""A sync round cancelled half-way must not lose replica changes (bug found by bench/k8s_scale.py).
+"""A sync round cancelled half-way must not lose replica changes (bug found by bench/k8s_scale.py,
+fixed in 46a2075).
 
-``Syncer._report`` records each replica's new state in the skylet's table ("what the job was
-told") *before* it writes the job's counts and signals the job. When the round is cancelled in
+``Syncer._report`` recorded each replica's new state in the skylet's table ("what the job was
+told") *before* it wrote the job's counts and signalled the job. When the round was cancelled in
 between (the sync activity's heartbeat timeout: a 1,000-job burst makes one round write hundreds
-of jobs one CAS at a time, without heartbeating), the retried activity finds the table already
-saying Running and never tells the job: it stays Scheduled with its replicas counted Pending
+of jobs one CAS at a time, without heartbeating), the retried activity found the table already
+saying Running and never told the job: it stayed Scheduled with its replicas counted Pending
 although every pod runs. Seen on 3 x 100 kwok nodes, 1,000 jobs x 4: 19 jobs stuck for good,
 skylet log full of ``sync_cluster ... Activity cancelled`` in ``_report -> write_counts``.
 
