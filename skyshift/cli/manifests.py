@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -139,6 +140,10 @@ def cluster_manifest(
     username: str | None = None,
     ssh_key_path: str | None = None,
 ) -> dict[str, Any]:
+    # The workers read the file from another working directory: a relative path is made
+    # absolute here ('~' stays for the worker's own home).
+    if config_path and not config_path.startswith(("/", "~")):
+        config_path = str(Path(config_path).resolve())
     access = _drop_empty({"host": host, "username": username, "ssh_key_path": ssh_key_path})
     spec: dict[str, Any] = {
         "manager": manager,
