@@ -35,6 +35,7 @@ from temporalio.worker import Worker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._util import write_result
 from skyshift.config import Settings
 from skyshift.models.meta import now_iso
 from skyshift.store import ObjectStore
@@ -68,6 +69,7 @@ class Bench:
     def __init__(self, store: ObjectStore, client: Client, tmp: Path) -> None:
         self.store, self.client, self.tmp = store, client, tmp
         self.running_at: dict[str, float] = {}
+        self.results: dict[str, Any] = {}  # what write_result("lifecycle", ...) records
 
     async def watch_running(self) -> None:
         rev = (await self.store.list("jobs", NS, limit=1)).resource_version
@@ -125,6 +127,11 @@ class Bench:
             lat.append(self.running_at[name] - t0)
         print(f"submit->Running over {n} jobs: p50 {pct(lat, 50) * 1000:.0f} ms, "
               f"p99 {pct(lat, 99) * 1000:.0f} ms, max {max(lat) * 1000:.0f} ms")
+        self.results["submit_to_running"] = {
+            "n": n, "p50_ms": round(pct(lat, 50) * 1000, 1),
+            "p99_ms": round(pct(lat, 99) * 1000, 1), "max_ms": round(max(lat) * 1000, 1),
+            "samples_ms": [round(x * 1000, 1) for x in lat],
+        }
 
     async def burst(self, n: int, concurrency: int = 32) -> tuple[float, list[str]]:
         names = [f"burst-{i}" for i in range(n)]
@@ -140,6 +147,8 @@ class Bench:
         await self.wait_running(names, 900)
         took = max(self.running_at[nm] for nm in names) - t0
         rate = n / took
+        self.results["burst"] = {"jobs": n, "submitted_s": round(t_sub, 1),
+                                 "all_running_s": round(took, 1), "jobs_per_s": round(rate, 2)}
         print(f"burst of {n}: submitted in {t_sub:.1f} s, all Running after {took:.1f} s "
               f"= {rate:.1f} jobs/s")
         return rate, names
@@ -155,6 +164,8 @@ class Bench:
             await asyncio.gather(*(h.result() for h in handles))
             rate = n / (time.monotonic() - t0)
         print(f"minimal workflow (3 no-op activities) x{n}: {rate:.1f} workflows/s")
+        self.results["minimal_workflow_ceiling"] = {"workflows": n,
+                                                    "workflows_per_s": round(rate, 2)}
         return rate
 
     async def events(self, ids: list[str]) -> int:
@@ -173,6 +184,9 @@ class Bench:
         await asyncio.sleep(window)
         e1, r1, t1 = await self.events(ids), await self.store.revision(), time.monotonic()
         dt = t1 - t0
+        self.results["idle"] = {"running_jobs": len(names), "window_s": round(dt),
+                                "history_events_per_s": round((e1 - e0) / dt, 3),
+                                "etcd_writes_per_s": round((r1 - r0) / dt, 3)}
         print(f"idle with {len(names)} Running jobs over {dt:.0f} s: "
               f"{(e1 - e0) / dt:.2f} history events/s, {(r1 - r0) / dt:.2f} etcd writes/s")
 
@@ -195,6 +209,7 @@ class Bench:
             ).get("Running"):
                 break
             await asyncio.sleep(0.05)
+        self.results["failover_s"] = round(time.monotonic() - t0, 2)
         print(f"failover: job Running on {other} {time.monotonic() - t0:.1f} s after "
               f"{lost} became unreachable")
         (path / "OFFLINE").unlink()
@@ -252,7 +267,9 @@ async def main(args: argparse.Namespace, tmp: Path, procs: list[Any]) -> None:
             await bench.idle(names, args.idle_window)
             ceiling = await bench.ceiling(args.ceiling)
             print(f"burst / ceiling = {rate / ceiling:.2f}")
+            bench.results["burst_over_ceiling"] = round(rate / ceiling, 3)
         await bench.failover()
+        print(f"wrote {write_result('lifecycle', bench.results)}")
     finally:
         watcher.cancel()
         for p in reversed(procs):
