@@ -19,7 +19,6 @@ for our wrapper, and zombies count as dead. Without ``/proc`` (not Linux) only t
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -33,7 +32,6 @@ PID_FILE = "pid"  # "<pid> <start ticks> <epoch started>"; the pid is also the p
 EXIT_FILE = "exit_code"  # the command's exit status (128+N when killed by signal N)
 LOG_FILE = "log"  # stdout and stderr of the current attempt
 WORK_DIR = "work"  # the command's working directory
-LAUNCH_LOCK = "launch.lock"  # flock held by whoever is starting the replica's process
 _HAVE_PROC = Path("/proc/self/stat").exists()
 
 # Runs as `python -I -S -c _WRAPPER <replica dir>` with a JSON {"argv", "env", "cwd"} on stdin.
@@ -137,22 +135,12 @@ def alive(info: ProcInfo) -> bool:
     """True while the wrapper recorded in ``info`` runs (not a zombie, not a recycled pid)."""
     if not _HAVE_PROC or info.start_ticks == "0":
         return _pid_exists(info.pid)
-    try:  # once per running replica per sync round: the cheapest read there is
-        fd = os.open(f"/proc/{info.pid}/stat", os.O_RDONLY)
-    except OSError:
-        return False
     try:
-        data = os.read(fd, 4096)
+        with open(f"/proc/{info.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
         return False
-    finally:
-        os.close(fd)
-    fields = data.rsplit(b")", 1)[-1].split()
-    return (
-        len(fields) > 19
-        and fields[0] not in (b"Z", b"X")
-        and fields[19].decode() == info.start_ticks
-    )
+    return fields[0] not in ("Z", "X") and fields[19] == info.start_ticks
 
 
 def _pid_exists(pid: int) -> bool:
@@ -196,32 +184,6 @@ def launch(rdir: Path, argv: list[str], env: dict[str, str], timeout: float = 30
     if proc.returncode != 0:
         detail = err.decode(errors="replace").strip()
         raise OSError(f"replica launcher failed ({proc.returncode}): {detail}")
-
-
-def hold_launch(rdir: Path, wait: bool = False) -> int | None:
-    """Take the replica's launch lock (a file descriptor to close to release it), or None when
-    another thread or process holds it and ``wait`` is false. A process that dies releases it.
-
-    Raises FileNotFoundError when the replica directory is gone.
-    """
-    fd = os.open(rdir / LAUNCH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def wait_launch(rdir: Path) -> None:
-    """Block until nobody is starting the replica's process (returns at once when it is gone)."""
-    with contextlib.suppress(FileNotFoundError):
-        fd = hold_launch(rdir, wait=True)
-        if fd is not None:
-            os.close(fd)
 
 
 def _wait_gone(running: list[ProcInfo], seconds: float, poll: float) -> list[ProcInfo]:
