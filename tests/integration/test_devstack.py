@@ -104,8 +104,7 @@ def test_stack_json_and_cli_context(devstack: DevStack) -> None:
 
 
 def test_api_ready_and_local_cluster_attached(devstack: DevStack) -> None:
-    if not module_installed("skyshift.api"):
-        pytest.skip("skyshift.api is not written yet: `up` skips the API server")
+    assert module_installed("skyshift.api")
     assert httpx.get(f"{devstack.api_url}/readyz", timeout=5).status_code == 200
     again = devstack.run_skyshift("up")
     assert again.returncode == 0, again.stderr

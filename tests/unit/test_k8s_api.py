@@ -86,10 +86,7 @@ def test_settings_parse_and_reject():
 
 
 def test_create_manager_builds_k8_when_registered():
-    try:
-        manager = create_manager("c", "k8", {"context": "ctx"})
-    except Permanent as exc:
-        pytest.skip(f"'k8' not in the compat registry yet: {exc}")
+    manager = create_manager("c", "k8", {"context": "ctx"})
     assert isinstance(manager, KubernetesManager) and manager.manager == "k8"
 
 
