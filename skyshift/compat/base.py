@@ -22,7 +22,11 @@ from skyshift.compat.types import ClusterState, ExecResult, ReplicaSpec, Replica
 
 @runtime_checkable
 class ClusterManager(Protocol):
-    """One cluster, seen through its manager (local processes, Kubernetes, Slurm)."""
+    """One cluster, seen through its manager (local processes, Kubernetes, Slurm).
+
+    Service operations are not part of this protocol: managers that have services also
+    implement ``compat.services.ServiceManager``, and ``compat.services.apply_service`` answers
+    Unsupported for the others."""
 
     name: str
     manager: str  # "local" | "k8" | "slurm"

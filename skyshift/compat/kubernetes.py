@@ -44,6 +44,7 @@ from skyshift.compat import kubernetes_objects as ko
 from skyshift.compat.errors import CompatError, NotFound, Permanent, Transient, Unsupported
 from skyshift.compat.kubernetes_api import Conflict, KubeApi, KubeSettings, list_contexts, translate
 from skyshift.compat.kubernetes_informer import ReplicaCache, replica_of, statuses
+from skyshift.compat.kubernetes_services import KubeServices
 from skyshift.compat.types import (
     RUNNING,
     ClusterState,
@@ -66,8 +67,9 @@ def _obj_name(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
 
 
-class KubernetesManager:
-    """ClusterManager over one Kubernetes cluster (see the module docstring)."""
+class KubernetesManager(KubeServices):
+    """ClusterManager over one Kubernetes cluster (see the module docstring); services come
+    from ``KubeServices`` (``kubernetes_services``)."""
 
     manager = "k8"
 

@@ -539,3 +539,15 @@ class SlurmManager:
             f"using commands"
         )
 
+    # ---- services (Slurm has none) -------------------------------------------------------------
+
+    async def apply_service(self, spec: Any) -> Any:
+        """Unsupported: a batch scheduler has no services (see ``compat.services``)."""
+        from skyshift.compat.services import unsupported
+
+        raise unsupported(self.manager)
+
+    async def delete_service(self, namespace: str, name: str) -> None:
+        from skyshift.compat.services import unsupported
+
+        raise unsupported(self.manager)

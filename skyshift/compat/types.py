@@ -115,3 +115,46 @@ class ClusterState:
         for node in self.nodes:
             total = total + node.allocatable
         return total
+
+
+# ---- services -------------------------------------------------------------------------------
+
+#: Service types (the Kubernetes ones; the original SkyShift offered the same three).
+SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
+
+
+@dataclass
+class ServicePort:
+    """One port of a service: ``port`` on the service address, ``target_port`` on the replicas
+    (0: the same as ``port``), ``node_port`` for NodePort/LoadBalancer (0: the cluster picks)."""
+
+    port: int
+    target_port: int = 0
+    node_port: int = 0
+    protocol: str = "TCP"
+
+
+@dataclass
+class ServiceSpec:
+    """A service as applied to one cluster: a stable address in front of the SkyShift replicas
+    of ``namespace`` whose job labels include ``selector``. ``name`` is the idempotency key."""
+
+    name: str
+    namespace: str
+    uid: str = ""
+    type: str = "ClusterIP"
+    selector: dict[str, str] = field(default_factory=dict)
+    ports: list[ServicePort] = field(default_factory=list)
+    cluster_ip: str = ""  # requested address ("" lets the cluster pick)
+
+
+@dataclass
+class ServiceStatus:
+    """What the cluster made of a service: its addresses and the ports as allocated."""
+
+    name: str
+    namespace: str
+    cluster_ip: str = ""
+    external_ip: str = ""  # LoadBalancer ingress (IP or hostname), "" while pending or none
+    ports: list[ServicePort] = field(default_factory=list)
+    message: str = ""
