@@ -170,7 +170,7 @@ def service_rows(obj: Obj, wide: bool, now: datetime | None) -> list[list[str]]:
         _str(_d(obj, "status", "clusterIP") or spec.get("clusterIP"), NONE),
         str(external),
         fmt_ports(spec.get("ports")),
-        _str(spec.get("primaryCluster")),
+        _str(_d(obj, "status", "cluster") or spec.get("primaryCluster")),
         _str(_meta(obj).get("namespace")),
         _age(obj, now),
     ]

@@ -1,4 +1,7 @@
-"""Service: a stable address for replicas selected by labels, with a primary cluster."""
+"""Service: a stable address for replicas selected by labels, with a primary cluster.
+
+Its lifecycle is the ServiceWorkflow (``skyshift.workflows.service``).
+"""
 
 from __future__ import annotations
 
@@ -30,17 +33,27 @@ class ServiceSpec(StrictModel):
         return validate_labels(v)
 
 
+ServicePhase = Literal["Pending", "Ready", "Failed", "Deleting"]
+
+
 class ServiceStatus(StrictModel):
+    """Written by the ServiceWorkflow: ``cluster`` is the primary cluster it was applied to."""
+
+    phase: ServicePhase = "Pending"
     externalIP: str = ""
     clusterIP: str = ""
+    cluster: str = ""
     message: str = ""
+    observedGeneration: int = 0
     conditions: list[Condition] = Field(default_factory=list)
+    workflowId: str = ""
 
 
 class Service(SkyObject):
     KIND: ClassVar[str] = "Service"
     PLURAL: ClassVar[str] = "services"
     NAMESPACED: ClassVar[bool] = True
+    HAS_LIFECYCLE: ClassVar[bool] = True
 
     kind: Literal["Service"] = "Service"
     spec: ServiceSpec = Field(default_factory=ServiceSpec)

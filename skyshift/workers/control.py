@@ -1,7 +1,7 @@
 """The control worker: ``python -m skyshift.workers.control``.
 
 Polls the ``skyshift-control`` task queue with every lifecycle workflow (Job, Cluster, Scheduler,
-ReplicaOp) and the activities that touch etcd or need the Temporal client (status writes,
+ReplicaOp, Service) and the activities that touch etcd or need the Temporal client (status writes,
 finalizer removal, enqueue and batch placement), and runs the reconciler. It holds no state of
 its own, so any number of control workers can run side by side (each reconciler pass is
 idempotent). Configured by :meth:`Settings.from_env` plus ``SKYSHIFT_RECONCILE_INTERVAL``.
@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from skyshift.activities.scheduling import SchedulingActivities
+from skyshift.activities.service_store import ServiceStoreActivities
 from skyshift.activities.store import StoreActivities
 from skyshift.activities.types import CONTROL_QUEUE
 from skyshift.config import Settings
@@ -38,15 +39,17 @@ from skyshift.workflows.cluster import ClusterWorkflow
 from skyshift.workflows.job import JobWorkflow
 from skyshift.workflows.ops import ReplicaOpWorkflow
 from skyshift.workflows.scheduler import SchedulerWorkflow
+from skyshift.workflows.service import ServiceWorkflow
 
 log = logging.getLogger(__name__)
-WORKFLOWS = [JobWorkflow, ClusterWorkflow, SchedulerWorkflow, ReplicaOpWorkflow]
+WORKFLOWS = [JobWorkflow, ClusterWorkflow, SchedulerWorkflow, ReplicaOpWorkflow, ServiceWorkflow]
 
 
 def control_worker(client: Client, store: ObjectStore, task_queue: str = CONTROL_QUEUE) -> Worker:
     """The control worker (not started): workflows plus control activities."""
     st = StoreActivities(store, client)
     sched = SchedulingActivities(store, client)
+    svc = ServiceStoreActivities(store)
     return Worker(
         client,
         task_queue=task_queue,
@@ -54,6 +57,7 @@ def control_worker(client: Client, store: ObjectStore, task_queue: str = CONTROL
         activities=[
             st.write_job_status, st.read_job, st.remove_object, st.write_cluster_status,
             st.notify_cluster_jobs, sched.enqueue_job, sched.dequeue_job, sched.place_batch,
+            svc.read_service, svc.service_view, svc.write_service_status, svc.write_endpoints,
         ],
         max_cached_workflows=4000,
         max_concurrent_workflow_task_polls=8,

@@ -1,4 +1,4 @@
-"""Reconciler: every Job and Cluster in etcd that needs a lifecycle has a running workflow.
+"""Reconciler: every Job, Service and Cluster in etcd that needs a lifecycle has a running workflow.
 
 The API writes etcd first and starts the workflow second; a crash (or a Temporal outage) between
 the two must lose nothing. So the control worker periodically, and at start, compares etcd with
@@ -21,13 +21,14 @@ from typing import Any
 
 from temporalio.client import Client
 
+from skyshift.activities.service_types import service_workflow_id
 from skyshift.activities.types import cluster_workflow_id, job_workflow_id
 from skyshift.store import ObjectStore
 from skyshift.workflows import starter
 
 log = logging.getLogger(__name__)
 TERMINAL = ("Succeeded", "Failed")
-QUERY = "SkyShiftKind IN ('Job', 'Cluster') AND ExecutionStatus = 'Running'"
+QUERY = "SkyShiftKind IN ('Job', 'Cluster', 'Service') AND ExecutionStatus = 'Running'"
 
 
 class Reconciler:
@@ -77,6 +78,12 @@ class Reconciler:
             if status.get("phase") in TERMINAL and not deleting:
                 continue
             wf_id = job_workflow_id(str(meta.get("namespace") or "default"), str(meta.get("name")))
+            if running.get(wf_id) != meta.get("uid"):
+                started += await self._ensure(obj)
+        for obj in await self._objects("services"):  # a service's workflow never ends by itself
+            meta = obj.get("metadata") or {}
+            wf_id = service_workflow_id(str(meta.get("namespace") or "default"),
+                                        str(meta.get("name")))
             if running.get(wf_id) != meta.get("uid"):
                 started += await self._ensure(obj)
         return started

@@ -27,11 +27,19 @@ from temporalio.worker import Worker
 
 from skyshift.activities.clusters import ClusterContext
 from skyshift.activities.convert import manager_config
+from skyshift.activities.services import ServiceActivities
 from skyshift.activities.sync import SkyletWithSync, SyncConfig
 from skyshift.activities.types import skylet_queue
 from skyshift.compat.base import ClusterManager, create_manager
 from skyshift.compat.errors import CompatError, Permanent
-from skyshift.compat.types import ClusterState, ExecResult, ReplicaSpec, ReplicaStatus
+from skyshift.compat.types import (
+    ClusterState,
+    ExecResult,
+    ReplicaSpec,
+    ReplicaStatus,
+    ServiceSpec,
+    ServiceStatus,
+)
 from skyshift.config import Settings
 from skyshift.store import ObjectStore, StoreError
 from skyshift.workers.common import (
@@ -83,6 +91,12 @@ class BrokenManager:
         self._fail()
 
     async def exec(self, name: str, command: list[str], timeout: float = 60) -> ExecResult:
+        self._fail()
+
+    async def apply_service(self, spec: ServiceSpec) -> ServiceStatus:
+        self._fail()
+
+    async def delete_service(self, namespace: str, name: str) -> None:
         self._fail()
 
 
@@ -162,11 +176,13 @@ class SkyletManager:
             await self._stop(name)
         ctx = ClusterContext(name, build_manager(obj))
         acts = SkyletWithSync(ctx, self.store, self.client, sync=self.sync)
+        svc = ServiceActivities(ctx)
         worker = Worker(
             self.client,
             task_queue=skylet_queue(name),
             activities=[acts.sync_cluster, acts.submit_replicas, acts.delete_replicas,
-                        acts.teardown_cluster, acts.replica_op],
+                        acts.teardown_cluster, acts.replica_op, svc.apply_service,
+                        svc.delete_service],
             max_concurrent_activities=256,
             max_concurrent_activity_task_polls=4,
             graceful_shutdown_timeout=timedelta(seconds=2),

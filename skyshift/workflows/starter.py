@@ -5,7 +5,8 @@ with id-conflict policy USE_EXISTING (a missing or finished workflow is started,
 signalled), so each is idempotent, a crash between the etcd write and the call is repaired by
 the reconciler doing the same call, and a finished job can still be deleted. Job workflows get
 the ``ensure`` signal carrying the object's uid: a workflow still tearing down an older object of
-the same name hands over to the new one (continue-as-new) instead of swallowing it.
+the same name hands over to the new one (continue-as-new) instead of swallowing it; Service
+workflows (``service/<ns>/<name>``) get the same ``ensure`` signal with their own input.
 
 ``fetch_logs`` / ``exec_in_replica`` run a short ReplicaOpWorkflow that calls the replica's
 cluster. Errors are the compat ones (``NotFound``, ``Unsupported``, ``Transient``), which the
@@ -27,6 +28,8 @@ from temporalio.common import (
 )
 
 from skyshift.activities.convert import cluster_input, job_input, status_clusters
+from skyshift.activities.service_convert import service_input
+from skyshift.activities.service_types import service_workflow_id
 from skyshift.activities.types import (
     CONTROL_QUEUE,
     SIG_DELETE,
@@ -64,6 +67,12 @@ async def _signal_with_start(client: Client, obj: Obj, signal: str, payload: Any
         wf_id, wf_type = cluster_workflow_id(inp.name), "ClusterWorkflow"
         attrs = [SearchAttributePair(KIND, "Cluster"), SearchAttributePair(CLUSTER, inp.name),
                  SearchAttributePair(PHASE, phase or "Init")]
+    elif kind == "Service":
+        inp = service_input(obj)
+        wf_id, wf_type = service_workflow_id(inp.namespace, inp.name), "ServiceWorkflow"
+        attrs = [SearchAttributePair(KIND, "Service"),
+                 SearchAttributePair(NAMESPACE, inp.namespace),
+                 SearchAttributePair(PHASE, phase or "Pending")]
     else:
         raise ValueError(f"{kind} has no lifecycle workflow")
     await client.start_workflow(
@@ -81,6 +90,8 @@ async def ensure_lifecycle(client: Client, obj: Obj) -> str:
     """Make sure the object's workflow runs (start it, or attach to the running one)."""
     if obj.get("kind") == "Job":
         return await _signal_with_start(client, obj, SIG_ENSURE, job_input(obj))
+    if obj.get("kind") == "Service":
+        return await _signal_with_start(client, obj, SIG_ENSURE, service_input(obj))
     return await _signal_with_start(client, obj, SIG_SPEC, SpecChanged(_generation(obj)))
 
 
@@ -92,6 +103,8 @@ async def notify_deleting(client: Client, obj: Obj) -> None:
     """deletionTimestamp is set: tear down everywhere, then remove the object."""
     if obj.get("kind") == "Job":
         await _signal_with_start(client, obj, SIG_ENSURE, job_input(obj))
+    elif obj.get("kind") == "Service":
+        await _signal_with_start(client, obj, SIG_ENSURE, service_input(obj))
     else:
         await _signal_with_start(client, obj, SIG_DELETE, DeleteRequest(_meta(obj).get("uid", "")))
 

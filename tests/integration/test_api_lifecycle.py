@@ -82,14 +82,35 @@ async def test_cluster_hooks(
     ]
 
 
+async def test_service_hooks(
+    api_client: httpx.AsyncClient, api_lifecycle: RecordingLifecycle, store: ObjectStore
+) -> None:
+    """Services have a lifecycle (ServiceWorkflow): created, spec changes and DELETE go to it,
+    and the object stays, marked Deleting, until the workflow has torn it down."""
+    c = api_client
+    created = await c.post("/default/services", json=sample("services", "s"))
+    assert created.status_code == 201 and created.json()["status"]["phase"] == "Pending"
+    r = await c.patch("/default/services/s", headers=MERGE,
+                      content=json.dumps({"spec": {"primaryCluster": "k1"}}))
+    assert r.status_code == 200
+    r = await c.delete("/default/services/s")
+    assert r.status_code == 202 and r.json()["status"]["phase"] == "Deleting"
+    assert (await c.get("/default/services/s")).status_code == 200
+    assert api_lifecycle.calls == [
+        ("created", "Service", "default", "s"),
+        ("spec_changed", "Service", "default", "s"),
+        ("deleting", "Service", "default", "s"),
+    ]
+
+
 async def test_kinds_without_lifecycle_delete_at_once(
     api_client: httpx.AsyncClient, api_lifecycle: RecordingLifecycle, store: ObjectStore
 ) -> None:
     c = api_client
-    assert (await c.post("/default/services", json=sample("services", "s"))).status_code == 201
-    r = await c.delete("/default/services/s")
+    assert (await c.post("/default/endpoints", json=sample("endpoints", "e"))).status_code == 201
+    r = await c.delete("/default/endpoints/e")
     assert r.status_code == 200
-    assert (await c.get("/default/services/s")).status_code == 404
+    assert (await c.get("/default/endpoints/e")).status_code == 404
     assert api_lifecycle.calls == []
 
 

@@ -1,0 +1,108 @@
+"""Service manifests -> lifecycle payloads, and the pure rules of the Service lifecycle.
+
+Pure functions (no I/O, no Temporal), shared by the API-side starter, the reconciler, the store
+activities and the ServiceWorkflow, and unit-tested on their own: how a stored Service becomes a
+``ServiceInput``, which jobs a selector matches, what they add up to per cluster, and which
+cluster is the primary one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from skyshift.activities.service_types import (
+    ServiceConfig,
+    ServiceInput,
+    ServiceTemplate,
+    ServiceView,
+)
+from skyshift.compat.types import ServicePort, ServiceSpec
+from skyshift.models.service import Service
+
+Obj = dict[str, Any]
+
+
+def parse_service(obj: Obj) -> tuple[ServiceTemplate | None, str]:
+    """(template, "") for a valid Service manifest, (None, why) for one that can never work."""
+    try:
+        svc = Service.model_validate(obj)
+    except ValidationError as exc:
+        errors = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        return None, f"invalid service spec: {errors}"
+    spec = svc.spec
+    return ServiceTemplate(
+        type=spec.type,
+        selector=dict(spec.selector),
+        ports=[ServicePort(p.port, p.targetPort or 0, p.nodePort or 0, p.protocol)
+               for p in spec.ports],
+        cluster_ip=spec.clusterIP,
+        primary_cluster=spec.primaryCluster,
+    ), ""
+
+
+def service_input(obj: Obj, config: ServiceConfig | None = None) -> ServiceInput:
+    meta = obj.get("metadata") or {}
+    template, invalid = parse_service(obj)
+    return ServiceInput(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name")),
+        uid=str(meta.get("uid") or ""),
+        generation=int(meta.get("generation") or 0),
+        template=template,
+        invalid=invalid,
+        deleting=bool(meta.get("deletionTimestamp")),
+        config=config or ServiceConfig(),
+    )
+
+
+def compat_spec(inp: ServiceInput, t: ServiceTemplate) -> ServiceSpec:
+    return ServiceSpec(
+        name=inp.name, namespace=inp.namespace, uid=inp.uid, type=t.type,
+        selector=dict(t.selector), ports=list(t.ports), cluster_ip=t.cluster_ip,
+    )
+
+
+def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    """A job matches when its labels include every selector pair; an empty selector matches
+    nothing (a service in front of every job of a namespace is never what was meant)."""
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def view_of(jobs: list[Obj], clusters: list[Obj], selector: dict[str, str]) -> ServiceView:
+    """Per cluster, the matching jobs' placed and running replicas (from their status)."""
+    view = ServiceView(clusters={
+        str((c.get("metadata") or {}).get("name")): str((c.get("status") or {}).get("phase")
+                                                        or "Init")
+        for c in clusters
+    })
+    for job in jobs:
+        meta, status = job.get("metadata") or {}, job.get("status") or {}
+        if meta.get("deletionTimestamp") or not selects(selector, meta.get("labels") or {}):
+            continue
+        if status.get("phase") in ("Succeeded", "Failed"):
+            continue
+        view.jobs += 1
+        for cluster, n in (status.get("placement") or {}).items():
+            if n:
+                view.placed[cluster] = view.placed.get(cluster, 0) + int(n)
+        for cluster, counts in (status.get("replicaStatus") or {}).items():
+            running = int((counts or {}).get("Running") or 0)
+            if running:
+                view.running[cluster] = view.running.get(cluster, 0) + running
+    return view
+
+
+def choose_primary(t: ServiceTemplate, view: ServiceView, current: str) -> str:
+    """spec.primaryCluster when set; else stay where the service is while matching replicas
+    are still placed there; else the cluster with most placed replicas (ties: by name)."""
+    if t.primary_cluster:
+        return t.primary_cluster
+    if current and view.placed.get(current):
+        return current
+    if not view.placed:
+        return ""
+    return min(view.placed, key=lambda c: (-view.placed[c], c))

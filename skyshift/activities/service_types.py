@@ -1,0 +1,168 @@
+"""Payloads of the Service lifecycle (workflow input, state, activity arguments and results).
+
+The services' share of :mod:`skyshift.activities.types`, in a module of its own so that one stays
+readable; the same rules hold: plain dataclasses only, every field added later gets a default so
+recorded histories still decode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from skyshift.compat.types import ServicePort, ServiceSpec, ServiceStatus
+
+SIG_REFRESH = "refresh"  # anyone -> service: look at the matching jobs now (Refresh)
+
+
+def service_workflow_id(namespace: str, name: str) -> str:
+    return f"service/{namespace}/{name}"
+
+
+@dataclass
+class ServiceTemplate:
+    """The parts of a Service spec the lifecycle needs."""
+
+    type: str = "ClusterIP"
+    selector: dict[str, str] = field(default_factory=dict)
+    ports: list[ServicePort] = field(default_factory=list)
+    cluster_ip: str = ""
+    primary_cluster: str = ""  # "" : where most matching replicas run
+
+
+@dataclass
+class ServiceConfig:
+    """Timings of a service lifecycle (tests shorten them)."""
+
+    refresh: float = 15.0  # seconds between two looks at the matching jobs (endpoints, primary)
+    apply_timeout: float = 120.0  # a cluster that does not answer by then is tried next round
+    teardown_timeout: float = 60.0
+    history_limit: int = 1000
+
+
+@dataclass
+class ServiceState:
+    """Everything a ServiceWorkflow carries over continue-as-new."""
+
+    phase: str = "Pending"  # Pending | Ready | Failed | Deleting
+    message: str = ""
+    generation: int = 0
+    cluster: str = ""  # where the service was applied ("" : nowhere yet)
+    applied_generation: int = 0  # spec generation applied there
+    failed: str = ""  # "<cluster>@<generation>" that failed for good (not tried again)
+    cluster_ip: str = ""
+    external_ip: str = ""
+    endpoints: dict[str, int] = field(default_factory=dict)  # cluster -> running replicas
+    deleting: bool = False
+    touched: list[str] = field(default_factory=list)  # clusters it may exist on (teardown)
+
+
+@dataclass
+class ServiceInput:
+    namespace: str
+    name: str
+    uid: str
+    generation: int = 0
+    template: ServiceTemplate | None = None
+    invalid: str = ""
+    deleting: bool = False
+    state: ServiceState | None = None  # set on continue-as-new
+    config: ServiceConfig = field(default_factory=ServiceConfig)
+
+
+@dataclass
+class Refresh:
+    reason: str = ""
+
+
+# ---- store (control queue, local activities) -----------------------------------------------
+
+
+@dataclass
+class ReadServiceInput:
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass
+class ReadServiceResult:
+    found: bool
+    generation: int = 0
+    template: ServiceTemplate | None = None
+    invalid: str = ""
+    deleting: bool = False
+
+
+@dataclass
+class ServiceViewInput:
+    namespace: str
+    selector: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ServiceView:
+    """The matching jobs' replicas and the clusters, from one look at etcd."""
+
+    placed: dict[str, int] = field(default_factory=dict)  # cluster -> replicas placed there
+    running: dict[str, int] = field(default_factory=dict)  # cluster -> replicas running there
+    clusters: dict[str, str] = field(default_factory=dict)  # cluster -> phase
+    jobs: int = 0  # matching jobs
+
+
+@dataclass
+class ServiceStatusPatch:
+    """Status fields to set on a Service (None: leave as is). Applied only if the uid matches."""
+
+    namespace: str
+    name: str
+    uid: str
+    phase: str | None = None
+    message: str | None = None
+    cluster: str | None = None
+    cluster_ip: str | None = None
+    external_ip: str | None = None
+    observed_generation: int | None = None
+    workflow_id: str | None = None
+
+
+@dataclass
+class EndpointsWrite:
+    """The Endpoints object of a service (same name): written, or removed when ``remove``."""
+
+    namespace: str
+    name: str
+    service_uid: str
+    selector: dict[str, str] = field(default_factory=dict)
+    primary_cluster: str = ""
+    endpoints: dict[str, int] = field(default_factory=dict)
+    remove: bool = False
+
+
+# ---- skylet queue ---------------------------------------------------------------------------
+
+
+@dataclass
+class ApplyServiceInput:
+    cluster: str
+    spec: ServiceSpec
+
+
+@dataclass
+class ApplyServiceResult:
+    """The parts of the compat ``ServiceStatus`` the workflow keeps (flat: the workflow sandbox
+    decodes this, and nested compat dataclasses would need compat's module in the sandbox)."""
+
+    cluster_ip: str = ""
+    external_ip: str = ""
+    message: str = ""
+
+    @classmethod
+    def of(cls, status: ServiceStatus) -> ApplyServiceResult:
+        return cls(status.cluster_ip, status.external_ip, status.message)
+
+
+@dataclass
+class DeleteServiceInput:
+    cluster: str
+    namespace: str
+    name: str

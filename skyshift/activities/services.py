@@ -1,0 +1,44 @@
+"""Activities of a cluster's task queue ``skylet-<cluster>`` for services: apply and delete.
+
+They run where the cluster's ClusterManager lives (the skylet manager registers them on each
+cluster's worker next to submit/delete) and go through ``compat.services``, so a manager without
+services answers ``Unsupported``. Errors map exactly as for replicas
+(:func:`skyshift.activities.clusters.compat_errors`): Transient is retried by the caller's retry
+policy, Permanent/Unsupported/NotFound become non-retryable ApplicationErrors whose message the
+ServiceWorkflow puts in the service's status.
+
+They do not ``connect()`` the manager first: service calls need no replica watch (the Kubernetes
+adapter sets up its client on first request), and a manager without services must answer
+Unsupported at once even when its cluster is unreachable, instead of being retried as Transient.
+"""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from skyshift.activities.clusters import ClusterContext, compat_errors, heartbeating
+from skyshift.activities.service_types import (
+    ApplyServiceInput,
+    ApplyServiceResult,
+    DeleteServiceInput,
+)
+from skyshift.compat import services
+
+
+class ServiceActivities:
+    """Service activities of one cluster (built by the skylet manager around its context)."""
+
+    def __init__(self, ctx: ClusterContext) -> None:
+        self.ctx = ctx
+
+    @activity.defn(name="apply_service")
+    async def apply_service(self, inp: ApplyServiceInput) -> ApplyServiceResult:
+        with compat_errors():
+            status = await heartbeating(services.apply_service(self.ctx.manager, inp.spec))
+        return ApplyServiceResult.of(status)
+
+    @activity.defn(name="delete_service")
+    async def delete_service(self, inp: DeleteServiceInput) -> None:
+        with compat_errors():
+            await heartbeating(
+                services.delete_service(self.ctx.manager, inp.namespace, inp.name))

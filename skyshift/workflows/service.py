@@ -1,0 +1,317 @@
+"""ServiceWorkflow (``service/<ns>/<name>``): a service on its primary cluster, plus Endpoints.
+
+DESIGN.md: "creates the service on its primary cluster and keeps cross-cluster endpoints".
+
+* Primary cluster: ``spec.primaryCluster`` when set, else the cluster where most replicas of the
+  jobs matching the selector are placed (read from the jobs' status; the service stays where it
+  is while matching replicas remain there). No matching replicas yet: phase Pending with a
+  message, looked at again on the next refresh.
+* Apply: one ``apply_service`` activity on ``skylet-<cluster>`` (idempotent by name). A cluster
+  whose manager has no services (Slurm, local) or refuses the spec answers with a non-retryable
+  error: phase Failed with that message, and the same spec is never tried there again (a spec
+  change or a move of the replicas tries again). A cluster that does not answer within
+  ``apply_timeout`` is tried again on the next refresh; no hand-written retry loop.
+* Endpoints: an Endpoints object of the same name holds, per cluster, the number of running
+  matching replicas (``exposed_to_cluster`` for the primary one, whose pods the service fronts).
+* Refresh: a timer every ``config.refresh`` seconds (or the ``refresh`` signal) runs ONE local
+  activity that reads the matching jobs and the clusters from etcd; status and Endpoints are
+  written only when they change. An idle service therefore costs one timer, one local activity
+  and one workflow task per refresh, nothing on the clusters.
+* Spec change (``spec_changed``): re-read, re-apply. Deletion (``delete`` or ``ensure`` with
+  deletionTimestamp): delete the service on every cluster it was applied to, remove the
+  Endpoints, then the Service object (finalizer semantics, as for jobs).
+* State is one dataclass (:class:`ServiceState`), carried over continue-as-new.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from skyshift.activities.service_convert import choose_primary, compat_spec
+    from skyshift.activities.service_types import (
+        SIG_REFRESH,
+        ApplyServiceInput,
+        ApplyServiceResult,
+        DeleteServiceInput,
+        EndpointsWrite,
+        ReadServiceInput,
+        ReadServiceResult,
+        Refresh,
+        ServiceInput,
+        ServiceState,
+        ServiceStatusPatch,
+        ServiceTemplate,
+        ServiceView,
+        ServiceViewInput,
+        service_workflow_id,
+    )
+    from skyshift.activities.types import (
+        SIG_DELETE,
+        SIG_ENSURE,
+        SIG_SPEC,
+        DeleteRequest,
+        RemoveObjectInput,
+        SpecChanged,
+        skylet_queue,
+    )
+    from skyshift.workflows.common import (
+        CLUSTER,
+        HEARTBEAT_TIMEOUT,
+        KIND,
+        NAMESPACE,
+        PHASE,
+        SKYLET_RETRY,
+        SKYLET_TIMEOUT,
+        STORE_RETRY,
+        STORE_TIMEOUT,
+        current_keywords,
+        permanent_cause,
+        upsert,
+        wait,
+    )
+
+
+def _selector_text(selector: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+
+
+@workflow.defn(name="ServiceWorkflow")
+class ServiceWorkflow:
+    @workflow.init
+    def __init__(self, inp: ServiceInput) -> None:
+        self.inp = inp
+        self.t: ServiceTemplate = inp.template or ServiceTemplate()
+        self.s = inp.state or ServiceState(generation=inp.generation, deleting=inp.deleting)
+        self.invalid = inp.invalid
+        self.spec_dirty = False
+        self.poked = False
+        self.successor: ServiceInput | None = None
+        self.written: ServiceStatusPatch | None = None
+        self.endpoints_written: EndpointsWrite | None = None
+        self.sa: dict[str, str] = {}
+
+    # ---- signals and queries ----------------------------------------------------------------
+
+    @workflow.signal(name=SIG_SPEC)
+    def spec_changed(self, _: SpecChanged) -> None:
+        self.spec_dirty = True
+
+    @workflow.signal(name=SIG_DELETE)
+    def delete(self, d: DeleteRequest) -> None:
+        if not d.uid or d.uid == self.inp.uid:
+            self.s.deleting = True
+
+    @workflow.signal(name=SIG_ENSURE)
+    def ensure(self, newer: ServiceInput) -> None:
+        """From the API and the reconciler, with the object as stored: being deleted -> tear
+        down; a newer object reusing the name -> tear down, then become its lifecycle."""
+        if newer.uid != self.inp.uid:
+            self.successor = newer
+            self.s.deleting = True
+        elif newer.deleting:
+            self.s.deleting = True
+
+    @workflow.signal(name=SIG_REFRESH)
+    def refresh(self, _: Refresh) -> None:
+        self.poked = True
+
+    @workflow.query(name="state")
+    def state(self) -> ServiceState:
+        return self.s
+
+    # ---- main loop --------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, inp: ServiceInput) -> str:
+        self.sa = current_keywords()
+        upsert([(KIND, "Service"), (NAMESPACE, inp.namespace)], self.sa)
+        while True:
+            if self.spec_dirty and not self.s.deleting:
+                await self._reload()
+            if self.s.deleting:
+                return await self._teardown()
+            if self.invalid:
+                self.s.phase, self.s.message = "Failed", self.invalid
+                await self._write_status()
+            else:
+                await self._round()
+            if self._history_full() and not (self.spec_dirty or self.s.deleting):
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(self._carry())
+            self.poked = False
+            timeout = None if self.invalid else timedelta(seconds=inp.config.refresh)
+            await wait(lambda: self.spec_dirty or self.s.deleting or self.poked, timeout)
+
+    async def _round(self) -> None:
+        view: ServiceView = await workflow.execute_local_activity(
+            "service_view", ServiceViewInput(self.inp.namespace, dict(self.t.selector)),
+            result_type=ServiceView, start_to_close_timeout=STORE_TIMEOUT,
+            retry_policy=STORE_RETRY,
+        )
+        s = self.s
+        target = choose_primary(self.t, view, s.cluster)
+        if not target:
+            if not s.cluster:
+                s.phase = "Pending"
+                s.message = (
+                    "spec.selector is empty: the service selects no jobs" if not self.t.selector
+                    else f"no job in namespace {self.inp.namespace} with labels "
+                    f"{_selector_text(self.t.selector)} has replicas placed yet; waiting"
+                )
+        elif target not in view.clusters:
+            s.phase = "Pending" if s.phase != "Ready" else s.phase
+            s.message = f"cluster {target} does not exist; waiting for it"
+        elif self._needs_apply(target):
+            await self._apply(target)
+        await self._write_endpoints(view)
+        await self._write_status()
+
+    def _needs_apply(self, target: str) -> bool:
+        s = self.s
+        if s.failed == f"{target}@{s.generation}":
+            return False  # failed for good with this spec: wait for a change
+        if target != s.cluster or s.applied_generation != s.generation:
+            return True
+        # a load balancer's address comes later: look again until there is one
+        return s.phase == "Ready" and self.t.type == "LoadBalancer" and not s.external_ip
+
+    # ---- activities -------------------------------------------------------------------------
+
+    async def _apply(self, target: str) -> None:
+        s = self.s
+        spec = compat_spec(self.inp, self.t)
+        if target not in s.touched:
+            s.touched.append(target)  # an apply that times out may still have created it
+        try:
+            res: ApplyServiceResult = await workflow.execute_activity(
+                "apply_service", ApplyServiceInput(target, spec), result_type=ApplyServiceResult,
+                task_queue=skylet_queue(target), start_to_close_timeout=SKYLET_TIMEOUT,
+                schedule_to_close_timeout=timedelta(seconds=self.inp.config.apply_timeout),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
+            )
+        except ActivityError as err:
+            why = permanent_cause(err)
+            if why is not None:
+                if target != s.cluster and target in s.touched:
+                    s.touched.remove(target)
+                s.failed = f"{target}@{s.generation}"
+                s.phase, s.message = "Failed", f"cannot create service on cluster {target}: {why}"
+            else:
+                s.message = f"cluster {target} did not answer ({err.cause or err}); trying again"
+                if s.phase != "Ready":
+                    s.phase = "Pending"
+            return
+        old = s.cluster
+        s.cluster, s.applied_generation, s.failed = target, s.generation, ""
+        s.cluster_ip, s.external_ip = res.cluster_ip, res.external_ip
+        s.phase = "Ready"
+        s.message = res.message or f"service on cluster {target}"
+        if old and old != target and await self._delete_on(old) and old in s.touched:
+            s.touched.remove(old)
+
+    async def _delete_on(self, cluster: str) -> bool:
+        try:
+            await workflow.execute_activity(
+                "delete_service", DeleteServiceInput(cluster, self.inp.namespace, self.inp.name),
+                task_queue=skylet_queue(cluster), start_to_close_timeout=SKYLET_TIMEOUT,
+                schedule_to_close_timeout=timedelta(seconds=self.inp.config.teardown_timeout),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
+            )
+            return True
+        except ActivityError as err:
+            workflow.logger.warning("delete of service on %s failed: %s", cluster,
+                                    err.cause or err)
+            return False
+
+    async def _write_endpoints(self, view: ServiceView) -> None:
+        s = self.s
+        s.endpoints = dict(view.running)
+        for cluster in (s.cluster, *view.placed):
+            if cluster:
+                s.endpoints.setdefault(cluster, 0)
+        w = EndpointsWrite(self.inp.namespace, self.inp.name, self.inp.uid,
+                           dict(self.t.selector), s.cluster, dict(s.endpoints))
+        if w != self.endpoints_written:
+            await workflow.execute_local_activity(
+                "write_endpoints", w, start_to_close_timeout=STORE_TIMEOUT,
+                retry_policy=STORE_RETRY,
+            )
+            self.endpoints_written = w
+
+    async def _write_status(self) -> None:
+        s = self.s
+        patch = ServiceStatusPatch(
+            self.inp.namespace, self.inp.name, self.inp.uid, phase=s.phase, message=s.message,
+            cluster=s.cluster, cluster_ip=s.cluster_ip, external_ip=s.external_ip,
+            observed_generation=s.generation,
+            workflow_id=service_workflow_id(self.inp.namespace, self.inp.name),
+        )
+        if patch != self.written:
+            await workflow.execute_local_activity(
+                "write_service_status", patch, start_to_close_timeout=STORE_TIMEOUT,
+                retry_policy=STORE_RETRY,
+            )
+            self.written = patch
+        values = [(PHASE, s.phase)]
+        if s.cluster:
+            values.append((CLUSTER, s.cluster))
+        upsert(values, self.sa)
+
+    async def _reload(self) -> None:
+        self.spec_dirty = False
+        got: ReadServiceResult = await workflow.execute_local_activity(
+            "read_service", ReadServiceInput(self.inp.namespace, self.inp.name, self.inp.uid),
+            result_type=ReadServiceResult, start_to_close_timeout=STORE_TIMEOUT,
+            retry_policy=STORE_RETRY,
+        )
+        if not got.found or got.deleting:
+            self.s.deleting = True
+            return
+        self.invalid = got.invalid
+        if got.template is not None:
+            self.t = got.template
+        self.s.generation = got.generation
+
+    # ---- endings ----------------------------------------------------------------------------
+
+    async def _teardown(self) -> str:
+        """Delete the service on its cluster, remove the Endpoints, then the object."""
+        s = self.s
+        s.phase = "Deleting"
+        upsert([(PHASE, "Deleting")], self.sa)
+        for cluster in sorted({*s.touched, s.cluster} - {""}):
+            await self._delete_on(cluster)
+        await workflow.execute_local_activity(
+            "write_endpoints",
+            EndpointsWrite(self.inp.namespace, self.inp.name, self.inp.uid, remove=True),
+            start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+        )
+        await workflow.execute_local_activity(
+            "remove_object",
+            RemoveObjectInput("services", self.inp.name, self.inp.uid, self.inp.namespace),
+            start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+        )
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if self.successor is not None:
+            workflow.continue_as_new(self.successor)
+        return "Deleted"
+
+    # ---- continue-as-new --------------------------------------------------------------------
+
+    def _history_full(self) -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() >= self.inp.config.history_limit
+        )
+
+    def _carry(self) -> ServiceInput:
+        inp = self.inp
+        return ServiceInput(
+            namespace=inp.namespace, name=inp.name, uid=inp.uid, generation=self.s.generation,
+            template=self.t, invalid=self.invalid, state=self.s, config=inp.config,
+        )

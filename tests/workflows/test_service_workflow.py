@@ -1,0 +1,310 @@
+"""ServiceWorkflow on the time-skipping test server with same-name fake activities: which cluster
+it picks, what it writes, how it fails on a cluster without services, and how it tears down."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from temporalio import activity
+from temporalio.client import Client, WorkflowHandle
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from skyshift.activities.service_types import (
+    SIG_REFRESH,
+    ApplyServiceInput,
+    ApplyServiceResult,
+    DeleteServiceInput,
+    EndpointsWrite,
+    ReadServiceInput,
+    ReadServiceResult,
+    Refresh,
+    ServiceConfig,
+    ServiceInput,
+    ServiceState,
+    ServiceStatusPatch,
+    ServiceTemplate,
+    ServiceView,
+    ServiceViewInput,
+    service_workflow_id,
+)
+from skyshift.activities.types import (
+    CONTROL_QUEUE,
+    SIG_DELETE,
+    SIG_ENSURE,
+    SIG_SPEC,
+    DeleteRequest,
+    RemoveObjectInput,
+    SpecChanged,
+    skylet_queue,
+)
+from skyshift.compat.services import unsupported
+from skyshift.compat.types import ServicePort, ServiceStatus
+from skyshift.workflows.service import ServiceWorkflow
+from tests.workflows.fakes import STARTED, unique
+
+pytestmark = pytest.mark.asyncio
+
+
+@dataclass
+class ServiceFakes:
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+    view: ServiceView = field(default_factory=ServiceView)
+    no_services: set[str] = field(default_factory=set)  # clusters answering Unsupported
+    read_result: ReadServiceResult | None = None
+    ip: int = 0
+
+    def of(self, name: str) -> list[Any]:
+        return [p for n, p in self.calls if n == name]
+
+    async def wait_for(self, name: str, count: int = 1, timeout: float = 30.0) -> list[Any]:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while len(self.of(name)) < count:
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"{name} called {len(self.of(name))} times, want {count}: "
+                                     f"{[n for n, _ in self.calls]}")
+            await asyncio.sleep(0.02)
+        return self.of(name)
+
+    @activity.defn(name="service_view")
+    async def service_view(self, inp: ServiceViewInput) -> ServiceView:
+        self.calls.append(("service_view", inp))
+        return self.view
+
+    @activity.defn(name="read_service")
+    async def read_service(self, inp: ReadServiceInput) -> ReadServiceResult:
+        self.calls.append(("read_service", inp))
+        assert self.read_result is not None
+        return self.read_result
+
+    @activity.defn(name="write_service_status")
+    async def write_service_status(self, patch: ServiceStatusPatch) -> bool:
+        self.calls.append(("write_service_status", patch))
+        return True
+
+    @activity.defn(name="write_endpoints")
+    async def write_endpoints(self, w: EndpointsWrite) -> bool:
+        self.calls.append(("write_endpoints", w))
+        return True
+
+    @activity.defn(name="remove_object")
+    async def remove_object(self, inp: RemoveObjectInput) -> bool:
+        self.calls.append(("remove_object", inp))
+        return True
+
+    @activity.defn(name="apply_service")
+    async def apply_service(self, inp: ApplyServiceInput) -> ApplyServiceResult:
+        self.calls.append(("apply_service", inp))
+        if inp.cluster in self.no_services:
+            err = unsupported("slurm")
+            raise ApplicationError(str(err), type="Unsupported", non_retryable=True)
+        self.ip += 1
+        return ApplyServiceResult.of(ServiceStatus(inp.spec.name, inp.spec.namespace,
+                                                   cluster_ip=f"10.0.0.{self.ip}"))
+
+    @activity.defn(name="delete_service")
+    async def delete_service(self, inp: DeleteServiceInput) -> None:
+        self.calls.append(("delete_service", inp))
+
+    def control(self) -> list[Any]:
+        return [self.service_view, self.read_service, self.write_service_status,
+                self.write_endpoints, self.remove_object]
+
+    def skylet(self) -> list[Any]:
+        return [self.apply_service, self.delete_service]
+
+
+@asynccontextmanager
+async def workers(client: Client, fakes: ServiceFakes, clusters: list[str]) -> AsyncIterator[str]:
+    queue = unique(f"{CONTROL_QUEUE}-svc-")
+    ws = [Worker(client, task_queue=queue, workflows=[ServiceWorkflow],
+                 activities=fakes.control())]
+    ws += [Worker(client, task_queue=skylet_queue(c), activities=fakes.skylet())
+           for c in clusters]
+    async with AsyncExitStack() as stack:
+        for w in ws:
+            await stack.enter_async_context(w)
+        yield queue
+
+
+def service(primary: str = "", refresh: float = 15.0, history_limit: int = 1000) -> ServiceInput:
+    return ServiceInput(
+        namespace="ns", name=unique("s"), uid=str(uuid.uuid4()), generation=1,
+        template=ServiceTemplate(selector={"app": "web"}, ports=[ServicePort(80, 8080)],
+                                 primary_cluster=primary),
+        config=ServiceConfig(refresh=refresh, history_limit=history_limit),
+    )
+
+
+async def start(client: Client, queue: str,
+                inp: ServiceInput) -> WorkflowHandle[ServiceWorkflow, str]:
+    h = await client.start_workflow(
+        ServiceWorkflow.run, inp, id=service_workflow_id(inp.namespace, inp.name),
+        task_queue=queue,
+    )
+    STARTED.append(h)
+    return h
+
+
+async def last_status(fakes: ServiceFakes, phase: str, timeout: float = 30.0) -> ServiceStatusPatch:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        writes = fakes.of("write_service_status")
+        if writes and writes[-1].phase == phase:
+            return writes[-1]  # type: ignore[no-any-return]
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"no status {phase}: {writes[-1:] or 'none'}; calls: "
+                                 f"{[n for n, _ in fakes.calls]}")
+        await asyncio.sleep(0.02)
+
+
+async def test_ready_on_the_cluster_with_most_replicas(workflow_env: WorkflowEnvironment) -> None:
+    a, b = unique("a"), unique("b")
+    fakes = ServiceFakes(view=ServiceView(placed={a: 1, b: 3}, running={a: 1, b: 2},
+                                          clusters={a: "Ready", b: "Ready"}, jobs=2))
+    async with workers(workflow_env.client, fakes, [a, b]) as q:
+        inp = service()
+        h = await start(workflow_env.client, q, inp)
+        ready = await last_status(fakes, "Ready")
+        assert ready.cluster == b and ready.cluster_ip == "10.0.0.1"
+        assert ready.workflow_id == f"service/ns/{inp.name}"
+        [applied] = fakes.of("apply_service")
+        assert applied.cluster == b and applied.spec.selector == {"app": "web"}
+        assert applied.spec.ports == [ServicePort(80, 8080)]
+        ep = fakes.of("write_endpoints")[-1]
+        assert ep.endpoints == {a: 1, b: 2} and ep.primary_cluster == b
+        state = await h.query(ServiceWorkflow.state)
+        assert state.phase == "Ready" and state.cluster == b
+
+        # replicas now run elsewhere too: a refresh updates the endpoints, not the cluster
+        fakes.view = ServiceView(placed={a: 5, b: 1}, running={a: 5, b: 1},
+                                 clusters={a: "Ready", b: "Ready"}, jobs=2)
+        await h.signal(SIG_REFRESH, Refresh())
+        await fakes.wait_for("write_endpoints", 2)
+        assert fakes.of("write_endpoints")[-1].endpoints == {a: 5, b: 1}
+        assert len(fakes.of("apply_service")) == 1  # sticky while replicas stay on b
+        # nothing changed: a timer-driven refresh writes nothing
+        writes = len(fakes.calls)
+        await workflow_env.sleep(16)
+        await fakes.wait_for("service_view", 3)
+        await asyncio.sleep(0.2)
+        assert [n for n, _ in fakes.calls[writes:]] == ["service_view"]
+
+
+async def test_pending_without_matching_replicas_then_ready(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    a = unique("a")
+    fakes = ServiceFakes(view=ServiceView(clusters={a: "Ready"}))
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        h = await start(workflow_env.client, q, service(refresh=5))
+        pending = await last_status(fakes, "Pending")
+        assert "app=web" in (pending.message or "") and "waiting" in (pending.message or "")
+        assert not fakes.of("apply_service")
+        fakes.view = ServiceView(placed={a: 1}, running={a: 1}, clusters={a: "Ready"}, jobs=1)
+        await workflow_env.sleep(6)  # the refresh timer
+        ready = await last_status(fakes, "Ready")
+        assert ready.cluster == a
+        assert (await h.query(ServiceWorkflow.state)).endpoints == {a: 1}
+
+
+async def test_cluster_without_services_fails_once_with_the_message(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    slurm, k8 = unique("slurm"), unique("k8")
+    fakes = ServiceFakes(view=ServiceView(placed={slurm: 2}, running={slurm: 2},
+                                          clusters={slurm: "Ready", k8: "Ready"}, jobs=1),
+                         no_services={slurm})
+    async with workers(workflow_env.client, fakes, [slurm, k8]) as q:
+        inp = service(primary=slurm, refresh=5)
+        h = await start(workflow_env.client, q, inp)
+        failed = await last_status(fakes, "Failed")
+        assert "Slurm clusters have no services" in (failed.message or "")
+        assert "Kubernetes" in (failed.message or "")
+        assert failed.cluster == ""
+        await workflow_env.sleep(20)  # several refreshes: no retry of the same spec
+        await fakes.wait_for("service_view", 3)
+        assert len(fakes.of("apply_service")) == 1
+        # a spec change (to a cluster with services) tries again and succeeds
+        fakes.read_result = ReadServiceResult(True, 2, ServiceTemplate(
+            selector={"app": "web"}, ports=[ServicePort(80)], primary_cluster=k8))
+        await h.signal(SIG_SPEC, SpecChanged(2))
+        ready = await last_status(fakes, "Ready")
+        assert ready.cluster == k8 and ready.observed_generation == 2
+        # deletion: no delete on the Slurm cluster (nothing was created there)
+        await h.signal(SIG_DELETE, DeleteRequest(inp.uid))
+        assert await h.result() == "Deleted"
+    assert [d.cluster for d in fakes.of("delete_service")] == [k8]
+
+
+async def test_delete_tears_down_then_removes_object(workflow_env: WorkflowEnvironment) -> None:
+    a = unique("a")
+    fakes = ServiceFakes(view=ServiceView(placed={a: 1}, running={a: 1}, clusters={a: "Ready"},
+                                          jobs=1))
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        inp = service()
+        h = await start(workflow_env.client, q, inp)
+        await last_status(fakes, "Ready")
+        await h.signal(SIG_DELETE, DeleteRequest("some-other-uid"))  # not this object: ignored
+        await h.signal(SIG_ENSURE, ServiceInput(inp.namespace, inp.name, inp.uid, 1,
+                                                deleting=True))
+        assert await h.result() == "Deleted"
+    names = [n for n, _ in fakes.calls]
+    tail = names[names.index("delete_service"):]
+    assert tail == ["delete_service", "write_endpoints", "remove_object"]
+    assert fakes.of("write_endpoints")[-1].remove
+    removed = fakes.of("remove_object")[0]
+    assert (removed.plural, removed.name, removed.uid) == ("services", inp.name, inp.uid)
+
+
+async def test_moves_when_replicas_leave_and_unknown_cluster_waits(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    a, b = unique("a"), unique("b")
+    fakes = ServiceFakes(view=ServiceView(placed={a: 1}, running={a: 1},
+                                          clusters={a: "Ready", b: "Ready"}, jobs=1))
+    async with workers(workflow_env.client, fakes, [a, b]) as q:
+        inp = service()
+        h = await start(workflow_env.client, q, inp)
+        await last_status(fakes, "Ready")
+        fakes.view = ServiceView(placed={b: 1}, running={b: 1},
+                                 clusters={a: "Ready", b: "Ready"}, jobs=1)
+        await h.signal(SIG_REFRESH, Refresh())
+        await fakes.wait_for("apply_service", 2)
+        await fakes.wait_for("delete_service", 1)
+        assert fakes.of("apply_service")[-1].cluster == b
+        assert fakes.of("delete_service")[0].cluster == a  # the old one, after the new is up
+        fakes.read_result = ReadServiceResult(True, 2, ServiceTemplate(
+            selector={"app": "web"}, ports=[ServicePort(80)], primary_cluster="nowhere"))
+        await h.signal(SIG_SPEC, SpecChanged(2))
+        await fakes.wait_for("read_service")
+        await asyncio.sleep(0.3)
+        state: ServiceState = await h.query(ServiceWorkflow.state)
+        assert "cluster nowhere does not exist" in state.message
+        assert state.cluster == b  # still served where it was
+
+
+async def test_continues_as_new_keeping_state(workflow_env: WorkflowEnvironment) -> None:
+    a = unique("a")
+    fakes = ServiceFakes(view=ServiceView(placed={a: 1}, running={a: 1}, clusters={a: "Ready"},
+                                          jobs=1))
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        inp = service(refresh=1, history_limit=40)
+        h = await start(workflow_env.client, q, inp)
+        await last_status(fakes, "Ready")
+        first_run = (await h.describe()).run_id
+        for _ in range(20):
+            await workflow_env.sleep(2)
+            if (await h.describe()).run_id != first_run:
+                break
+        assert (await h.describe()).run_id != first_run
+        state = await workflow_env.client.get_workflow_handle(h.id).query(ServiceWorkflow.state)
+        assert state.phase == "Ready" and state.cluster == a and state.cluster_ip == "10.0.0.1"
+        assert len(fakes.of("apply_service")) == 1  # not applied again after continue-as-new
