@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from skyshift.compat import services
 from skyshift.compat.base import ClusterManager
 from skyshift.compat.errors import NotFound, Unsupported
 from skyshift.compat.types import (
@@ -31,6 +32,8 @@ from skyshift.compat.types import (
     SUCCEEDED,
     ReplicaSpec,
     ReplicaStatus,
+    ServicePort,
+    ServiceSpec,
 )
 from skyshift.models.quantity import Resources
 from tests.fixtures.compat import make_spec, new_job, wait_for, wait_state
@@ -248,3 +251,25 @@ class ClusterManagerContract:
             pytest.skip("this manager has no exec")
         assert result.exit_code == 3
         assert result.stdout.strip() == f"x {spec.name}"
+
+    async def test_service_ops_work_or_are_unsupported(self, cluster: Cluster) -> None:
+        """Service ops either work (apply reports an address, is idempotent, delete removes it)
+        or raise Unsupported with a message naming what to do; never any other exception."""
+        job = new_job()
+        name = f"svc-{job[1][:8]}"
+        spec = ServiceSpec(name=name, namespace="default", uid=job[1],
+                           selector={"contract": name}, ports=[ServicePort(8080)])
+        try:
+            status = await services.apply_service(cluster.manager, spec)
+        except Unsupported as exc:
+            assert "no services" in str(exc) and "Kubernetes" in str(exc)
+            with pytest.raises(Unsupported):
+                await services.delete_service(cluster.manager, "default", name)
+            return
+        try:
+            assert status.name == name and status.cluster_ip
+            again = await services.apply_service(cluster.manager, spec)
+            assert again.cluster_ip == status.cluster_ip
+        finally:
+            await services.delete_service(cluster.manager, "default", name)
+        await services.delete_service(cluster.manager, "default", name)  # gone: still fine
