@@ -24,17 +24,21 @@ How replicas map onto Slurm: one batch job per replica, ``--job-name=<replica na
 ``--comment=skyshift:v1;uid=..;ns=..;job=..;rank=..;attempt=..`` (the marker: jobs without it are
 never listed or touched). The batch script exports the env vars, runs ``/bin/sh -c <run>`` and
 writes ``<job id> <exit code> <epoch>`` to ``<name>.exit``; the submit step writes ``<name>.job``
-(metadata and job id). ``replicas()`` is one ``squeue --json`` plus one read of those records:
-squeue gives live states, the records keep finished replicas (and their exit codes) after Slurm
-forgets them (``MinJobAge``), until ``delete``. So statuses never depend on accounting.
+(metadata and job id). ``replicas()`` is one ``squeue`` plus one read of those records: squeue
+gives live states, the records keep finished replicas (and their exit codes) after Slurm forgets
+them (``MinJobAge``), until ``delete``. So statuses never depend on accounting. The queue is read
+as compact text (``slurm_squeue``), never ``squeue --json``: that is ~4 KB per job and cannot
+be filtered by name in 22.05.
 
-Idempotency: a submit first looks at squeue and the records; a replica with that name and an
-attempt >= the requested one is adopted, a higher attempt cancels what is left of the old one and
-submits again. Submits and deletes of one adapter are serialised by a lock (one skylet per
-cluster). ``exec`` runs ``srun --jobid=<id> --overlap`` in a running replica's allocation (with
-the env vars read back from its batch script). Slurm has no services: if the protocol grows
-service operations they raise ``Unsupported`` here. pyslurm is only detected (it would have to
-match the cluster's version); the command path is always used.
+Idempotency: a submit first looks at the records and squeue *for the names it submits*; a
+replica with that name and an attempt >= the requested one is adopted, a higher attempt cancels
+what is left of the old one and submits again. Submits of different names run side by side (one
+lock per name, lookups of concurrent submits shared, at most ``sbatch_concurrency`` sbatch at
+once); a delete runs alone (``slurm_gate``). ``exec`` runs ``srun --jobid=<id> --overlap`` in
+a running replica's allocation (with the env vars read back from its batch script). Slurm has
+no services: if the protocol grows service operations they raise ``Unsupported`` here. pyslurm
+is only detected (it would have to match the cluster's version); the command path is always
+used.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skyshift.compat.errors import NotFound, Permanent, Transient
+from skyshift.compat.slurm_gate import Coalescer, Gate, NameLocks
 from skyshift.compat.slurm_parse import (
     Outcome,
     Record,
@@ -61,7 +66,6 @@ from skyshift.compat.slurm_parse import (
     load_json,
     parse_exports,
     parse_job_id,
-    parse_jobs,
     parse_nodes,
     parse_partitions,
     parse_records,
@@ -70,6 +74,7 @@ from skyshift.compat.slurm_parse import (
     validate_spec,
 )
 from skyshift.compat.slurm_runner import LocalRunner, Result, SshRunner
+from skyshift.compat.slurm_squeue import parse_squeue, squeue_argv
 from skyshift.compat.types import (
     FAILED,
     PENDING,
@@ -85,6 +90,12 @@ _RECORDS_SH = (
     'cd "$1" 2>/dev/null || exit 0; '
     "find . -maxdepth 1 -type f \\( -name '*.job' -o -name '*.exit' \\) -exec grep -H '' {} +; "
     "exit 0"
+)
+# the records of the named replicas only (grep -s: a name without records prints nothing)
+_NAMED_RECORDS_SH = (
+    'cd "$1" 2>/dev/null || exit 0; shift; [ "$#" -gt 0 ] || exit 0; '
+    'for n; do set -- "$@" "$n.job" "$n.exit"; shift; done; '
+    "grep -sH '' -- \"$@\"; exit 0"
 )
 _SUBMIT_SH = """wd=$1; n=$2; prev=$3; meta=$4; shift 4
 mkdir -p "$wd" && cd "$wd" || exit 90
@@ -137,6 +148,7 @@ class SlurmConfig:
     container_runtime: str = ""
     command_timeout: float = 60.0
     delete_wait: float = 15.0
+    sbatch_concurrency: int = 8
     labels: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -187,6 +199,7 @@ class SlurmConfig:
             container_runtime=runtime,
             command_timeout=number("command_timeout", 60.0, 1.0),
             delete_wait=number("delete_wait", 15.0, 0.0),
+            sbatch_concurrency=int(number("sbatch_concurrency", 8, 1)),
             labels={str(k): str(v) for k, v in labels.items()},
         )
 
@@ -213,7 +226,12 @@ class SlurmManager:
         self.partitions: list[str] = []
         self.pyslurm_note = ""
         self._connected = False
-        self._lock = asyncio.Lock()
+        self._gate = Gate()  # submits and listings share it; a delete takes it alone
+        self._names = NameLocks()  # one submit per replica name at a time
+        self._sbatch = asyncio.Semaphore(cfg.sbatch_concurrency)
+        self._lookup: Coalescer[tuple[list[SlurmJob], dict[str, Record], int]] = Coalescer(
+            self._lookup_names)
+        self._nodes_seen: list[SlurmNode] | None = None  # from the last state(), for fit checks
         self._deleted: set[int] = set()  # job ids cancelled by delete(): never listed again
 
     @property
@@ -253,6 +271,7 @@ class SlurmManager:
         doc = load_json(await self._cmd(["sinfo", "--json"]), f"sinfo on cluster {self.name}")
         self._detect_pyslurm(doc)
         nodes = self._in_partition(parse_nodes(doc))
+        self._nodes_seen = nodes
         usable = [n for n in nodes if n.usable]
         bad = [f"{n.name} ({n.state})" for n in nodes if not n.usable]
         message = f"{len(usable)}/{len(nodes)} nodes usable"
@@ -271,22 +290,28 @@ class SlurmManager:
         for spec in replicas:
             validate_spec(spec)
         await self.connect()
-        async with self._lock:
-            (jobs, max_id), records, nodes = await asyncio.gather(
-                self._squeue(), self._records(), self._nodes())
-            for spec in replicas:
+        first: dict[str, ReplicaSpec] = {}
+        for spec in replicas:  # the same name twice in one batch is submitted once
+            first.setdefault(spec.name, spec)
+        async with self._gate.shared(), self._names.hold(list(first)):
+            nodes = self._nodes_seen if self._nodes_seen is not None else await self._nodes()
+            for spec in first.values():
                 self._check_fits(spec, nodes)
-            done: dict[str, ReplicaStatus] = {}
-            out = []
-            for spec in replicas:  # the same name twice in one batch is submitted once
-                if spec.name not in done:
-                    done[spec.name] = await self._submit_one(spec, jobs, records, max_id)
-                out.append(done[spec.name])
-            return out
+            jobs, records, max_id = await self._lookup.get(list(first))
+            results = await asyncio.gather(
+                *(self._submit_one(spec, jobs, records, max_id) for spec in first.values()),
+                return_exceptions=True,
+            )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+        done = {name: r for name, r in zip(first, results, strict=True)
+                if isinstance(r, ReplicaStatus)}
+        return [done[spec.name] for spec in replicas]
 
     async def replicas(self) -> list[ReplicaStatus]:
         await self.connect()
-        async with self._lock:
+        async with self._gate.shared():
             (jobs, max_id), records = await asyncio.gather(self._squeue(), self._records())
         by_name = self._by_name(jobs)
         names = {n for n, r in records.items() if r.meta is not None}
@@ -313,7 +338,7 @@ class SlurmManager:
         if result.rc == 0:
             return result.stdout
         if result.rc == _LOGS_MISSING:
-            jobs, _ = await self._squeue()
+            jobs, _ = await self._squeue(names=[name])
             if any(j.meta.name == name and j.live for j in jobs if j.job_id not in self._deleted):
                 return ""
             raise NotFound(f"replica {name} not found on cluster {self.name}")
@@ -324,7 +349,8 @@ class SlurmManager:
         if not command:
             raise Permanent("exec needs a command")
         await self.connect()
-        (jobs, _), records = await asyncio.gather(self._squeue(), self._records())
+        (jobs, _), records = await asyncio.gather(self._squeue(names=[name]),
+                                                  self._records([name]))
         rec = records.get(name)
         job = self._current(rec, self._by_name(jobs).get(name, []))
         if job is None:
@@ -357,19 +383,37 @@ class SlurmManager:
             raise classify(what or argv[0], result.rc, result.stderr, self.name)
         return result.stdout
 
-    async def _squeue(self, prune: bool = True) -> tuple[list[SlurmJob], int]:
-        """SkyShift's jobs, and the highest job id Slurm showed (any job)."""
-        doc = load_json(await self._cmd(["squeue", "--json"]), f"squeue on cluster {self.name}")
-        jobs = parse_jobs(doc)
-        ids = [j.get("job_id") for j in doc.get("jobs") or [] if isinstance(j, dict)]
-        max_id = max((i for i in ids if isinstance(i, int)), default=0)
-        if prune:  # forget tombstones of jobs Slurm no longer shows
+    async def _squeue(self, names: list[str] | None = None,
+                      ids: list[int] | None = None) -> tuple[list[SlurmJob], int]:
+        """SkyShift's jobs (all, or those with these names / ids), and the highest job id
+        Slurm showed (any job)."""
+        if (ids is not None and not ids) or (names is not None and not names):
+            return [], 0
+        try:
+            text = await self._cmd(squeue_argv(names, ids), what="squeue")
+        except NotFound:  # --jobs naming only ids slurmctld no longer holds
+            return [], 0
+        jobs, max_id = parse_squeue(text)
+        if names is None and ids is None:  # forget tombstones of jobs Slurm no longer shows
             self._deleted &= {j.job_id for j in jobs}
         return jobs, max_id
 
-    async def _records(self) -> dict[str, Record]:
-        out = await self._cmd(["sh", "-c", _RECORDS_SH, "sh", self.workdir], what="read records")
-        return parse_records(out)
+    async def _records(self, names: list[str] | None = None) -> dict[str, Record]:
+        """Every record in the workdir, or only those of ``names``."""
+        if names is None:
+            argv = ["sh", "-c", _RECORDS_SH, "sh", self.workdir]
+        else:
+            argv = ["sh", "-c", _NAMED_RECORDS_SH, "sh", self.workdir, *names]
+        return parse_records(await self._cmd(argv, what="read records"))
+
+    async def _lookup_names(self, names: list[str]) -> tuple[list[SlurmJob], dict[str, Record],
+                                                             int]:
+        """What a submit needs to know about its names. Records are read before the queue, so
+        a recorded job squeue does not show has left it (it was not submitted meanwhile)."""
+        records = await self._records(names)
+        jobs, max_id = await self._squeue(names=names)
+        recorded = [r.job_id for r in records.values() if r.job_id is not None]
+        return jobs, records, max([max_id, *recorded])
 
     async def _nodes(self) -> list[SlurmNode]:
         doc = load_json(await self._cmd(["sinfo", "--json"]), f"sinfo on cluster {self.name}")
@@ -477,11 +521,12 @@ class SlurmManager:
                              self.config.qos, self.config.time_limit,
                              self.config.container_runtime, self.config.sbatch_args)
         script = batch_script(spec, opts).encode()
-        result = await self._run(
-            ["sh", "-c", _SUBMIT_SH, "sh", self.workdir, spec.name, prev,
-             ReplicaMeta.of(spec).to_json(), *sbatch_args(spec, opts)],
-            stdin=script,
-        )
+        async with self._sbatch:
+            result = await self._run(
+                ["sh", "-c", _SUBMIT_SH, "sh", self.workdir, spec.name, prev,
+                 ReplicaMeta.of(spec).to_json(), *sbatch_args(spec, opts)],
+                stdin=script,
+            )
         if result.rc != 0:
             raise classify("sbatch", result.rc, result.stderr, self.name)
         job_id = parse_job_id(result.stdout)
@@ -500,14 +545,14 @@ class SlurmManager:
         wanted = set(ids)
         deadline = time.monotonic() + self.config.delete_wait
         while time.monotonic() < deadline:
-            jobs, _ = await self._squeue(prune=False)
+            jobs, _ = await self._squeue(ids=ids)
             if not any(j.live for j in jobs if j.job_id in wanted):
                 return
             await asyncio.sleep(0.1)
 
     async def _delete(self, match: Callable[[ReplicaMeta], bool], names: set[str]) -> list[str]:
         await self.connect()
-        async with self._lock:
+        async with self._gate.exclusive():
             (jobs, _), records = await asyncio.gather(self._squeue(), self._records())
             hits = [j for j in jobs if match(j.meta)]
             # what replicas() lists: recorded replicas and live jobs not yet deleted

@@ -1,11 +1,14 @@
 """SlurmManager logic over a scripted runner: merging squeue with the workdir records,
-adoption on retries, restarts, tombstones after delete, error mapping, SSH failures.
+adoption on retries, restarts, tombstones after delete, error mapping, SSH failures, and what a
+submit costs (only its own names looked up, concurrent submits side by side).
 
-The squeue entries are the recorded ones from test_slurm_data/squeue.json, edited per test.
+The squeue entries are the recorded ones from test_slurm_data/squeue.json, edited per test, and
+served the way ``squeue --Format`` prints them (slurm_squeue).
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from pathlib import Path
@@ -49,6 +52,24 @@ def record(name: str, job_id: int, attempt: int = 0, exit_code: int | None = Non
     return out
 
 
+def squeue_text(jobs: list[dict[str, Any]]) -> str:
+    """What ``squeue --noheader --Format=<slurm_squeue.FORMAT>`` prints for these jobs."""
+    def t(v: Any) -> str:
+        return str(v) if v else "0"
+
+    return "".join(
+        f"{j['job_id']}|{j.get('exit_code', 0)}|{j['job_state']}|{j.get('state_reason') or 'None'}"
+        f"|{t(j.get('submit_time'))}|{t(j.get('start_time'))}|{t(j.get('end_time'))}"
+        f"|{j.get('nodes') or ''}|{j['name']}|{j.get('comment') or '(null)'}\n"
+        for j in jobs
+    )
+
+
+def flag(argv: list[str], name: str) -> list[str] | None:
+    value = next((a.split("=", 1)[1] for a in argv if a.startswith(f"--{name}=")), None)
+    return value.split(",") if value is not None else None
+
+
 class FakeRunner:
     """Answers the adapter's commands from in-memory state and records every call."""
 
@@ -59,6 +80,9 @@ class FakeRunner:
         self.next_id = 100
         self.squeue_errors: list[dict[str, Any]] = []
         self.sbatch_result: Result | None = None
+        self.sbatch_delay = 0.0
+        self.sbatch_running = 0
+        self.sbatch_peak = 0
 
     async def run(self, argv: list[str], stdin: bytes | None = None,
                   timeout: float = 60.0) -> Result:
@@ -67,9 +91,16 @@ class FakeRunner:
             return Result(0, "debug*\n", "")
         if argv[:2] == ["sinfo", "--json"]:
             return Result(0, SINFO, "")
-        if argv[:2] == ["squeue", "--json"]:
-            doc = {"meta": SQUEUE["meta"], "errors": self.squeue_errors, "jobs": self.jobs}
-            return Result(0, json.dumps(doc), "")
+        if argv[:3] == ["env", "SLURM_TIME_FORMAT=%s", "squeue"]:
+            if self.squeue_errors:
+                return Result(1, "", "slurm_load_jobs error: Unable to contact slurm controller "
+                                     "(connect failure)\n")
+            names, ids = flag(argv, "name"), flag(argv, "jobs")
+            shown = [j for j in self.jobs if (names is None or j["name"] in names)
+                     and (ids is None or str(j["job_id"]) in ids)]
+            if ids is not None and not shown:
+                return Result(1, "", "slurm_load_jobs error: Invalid job id specified\n")
+            return Result(0, squeue_text(shown), "")
         if argv[0] == "scancel":
             ids = {int(a) for a in argv[1:]}
             for j in self.jobs:
@@ -82,7 +113,18 @@ class FakeRunner:
                 return Result(0, "/work/dir\n", "")
             if "find . -maxdepth 1" in script:
                 return Result(0, self.records, "")
+            if "grep -sH" in script:  # the named replicas' records
+                wanted = set(args[1:])
+                return Result(0, "".join(
+                    line for line in self.records.splitlines(keepends=True)
+                    if line[2:].split(".", 1)[0] in wanted), "")
             if "sbatch" in script:
+                self.sbatch_running += 1
+                self.sbatch_peak = max(self.sbatch_peak, self.sbatch_running)
+                try:
+                    await asyncio.sleep(self.sbatch_delay)
+                finally:
+                    self.sbatch_running -= 1
                 if self.sbatch_result is not None:
                     return self.sbatch_result
                 name, meta = args[1], ReplicaMeta.from_json(args[3])
@@ -104,6 +146,9 @@ class FakeRunner:
 
     def count(self, *prefix: str) -> int:
         return sum(1 for c in self.calls if c[: len(prefix)] == list(prefix))
+
+    def squeue_calls(self) -> list[list[str]]:
+        return [c for c in self.calls if "squeue" in c[:3]]
 
     def sbatch_calls(self) -> list[list[str]]:
         return [c for c in self.calls if c[:2] == ["sh", "-c"] and "sbatch" in c[2]]
@@ -139,7 +184,7 @@ async def test_replicas_is_one_squeue_call(manager: SlurmManager, runner: FakeRu
     runner.jobs = [job(f"rec-abcdef12-{i}", 10 + i, "RUNNING") for i in range(5)]
     await manager.connect()
     assert len(await manager.replicas()) == 5
-    assert runner.count("squeue") == 1
+    assert len(runner.squeue_calls()) == 1
 
 
 async def test_finished_replicas_outlive_squeue(manager: SlurmManager, runner: FakeRunner) -> None:
@@ -340,3 +385,46 @@ async def test_local_runner_does_not_leak_worker_env(monkeypatch: pytest.MonkeyP
     runner = slurm_runner.LocalRunner("c1", "/x/slurm.conf")
     out = await runner.run(["env"])
     assert "hush" not in out.stdout and "SLURM_CONF=/x/slurm.conf" in out.stdout
+
+
+async def test_submit_looks_up_only_its_names(manager: SlurmManager, runner: FakeRunner) -> None:
+    """No full squeue or records read per submit (4 MB at 1,100 jobs made bursts crawl)."""
+    runner.jobs = [job(f"rec-abcdef12-{r}", 10 + r, "RUNNING") for r in range(1, 4)]
+    await manager.state()
+    runner.calls.clear()
+    await manager.submit([spec(0)])
+    assert [c[-1] for c in runner.squeue_calls()] == ["--name=rec-abcdef12-0"]
+    assert not any("find . -maxdepth 1" in " ".join(c) for c in runner.calls)
+    assert runner.count("sinfo") == 0  # node sizes come from the last state()
+
+
+async def test_concurrent_submits_overlap_and_share_lookups(
+    manager: SlurmManager, runner: FakeRunner,
+) -> None:
+    runner.sbatch_delay = 0.02
+    await asyncio.gather(*(manager.submit([spec(r)]) for r in range(12)))
+    assert len(runner.sbatch_calls()) == 12
+    assert 1 < runner.sbatch_peak <= manager.config.sbatch_concurrency
+    assert len(runner.squeue_calls()) < 12  # lookups of waiting submits were shared
+    assert {s.name for s in await manager.replicas()} == {spec(r).name for r in range(12)}
+
+
+async def test_concurrent_retries_of_one_name_submit_once(
+    manager: SlurmManager, runner: FakeRunner,
+) -> None:
+    runner.sbatch_delay = 0.02
+    out = await asyncio.gather(*(manager.submit([spec(0)]) for _ in range(4)))
+    assert len(runner.sbatch_calls()) == 1
+    assert {(s.name, s.state) for [s] in out} == {(spec(0).name, PENDING)}
+
+
+async def test_delete_waits_for_submits_in_flight(
+    manager: SlurmManager, runner: FakeRunner,
+) -> None:
+    runner.sbatch_delay = 0.05
+    manager.config.delete_wait = 0
+    submit = asyncio.create_task(manager.submit([spec(0)]))
+    await asyncio.sleep(0.01)
+    assert await manager.delete_job(UID) == ["rec-abcdef12-0"]  # saw the submitted job
+    await submit
+    assert await manager.replicas() == []
