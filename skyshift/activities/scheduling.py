@@ -80,7 +80,9 @@ def cluster_infos(objs: list[Obj], reservations: list[Reservation]) -> list[Clus
         held = [r for r in reservations if r.cluster == name]
         nodes = subtract_reservations(nodes_from_status(status), held)
         manager = str((obj.get("spec") or {}).get("manager") or "")
-        out.append(ClusterInfo(name, dict(meta.get("labels") or {}), ready, nodes, manager))
+        # labels the manager reports (status.labels, e.g. slurm/partition) under the user's
+        labels = {**(status.get("labels") or {}), **(meta.get("labels") or {})}
+        out.append(ClusterInfo(name, labels, ready, nodes, manager))
     return out
 
 

@@ -173,6 +173,7 @@ class Syncer:
     ) -> None:
         cap = {n.name: node_dict(n.capacity) for n in state.nodes} if state else None
         alloc = {n.name: node_dict(n.allocatable) for n in state.nodes} if state else None
+        labels = dict(state.labels) if state else None
         refresh = time.monotonic() - self.last_write >= self.cfg.heartbeat_write
 
         def mutate(obj: Obj) -> Obj | None:
@@ -186,6 +187,8 @@ class Syncer:
             new = dict(status, phase=phase, message=message)
             if cap is not None and alloc is not None:
                 new["capacity"], new["allocatable"] = cap, alloc
+            if labels is not None:
+                new["labels"] = labels
             if new == status and not refresh:
                 return None
             new["lastHeartbeat"] = now_iso()

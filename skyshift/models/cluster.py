@@ -67,6 +67,9 @@ class ClusterStatus(StrictModel):
     message: str = ""
     capacity: dict[str, NodeResources] = Field(default_factory=dict)
     allocatable: dict[str, NodeResources] = Field(default_factory=dict)
+    # what the cluster's manager reports about itself (e.g. slurm/partition); placement filters
+    # see them beside metadata.labels, which win on a clash
+    labels: dict[str, str] = Field(default_factory=dict)
     lastHeartbeat: str | None = None
     observedGeneration: int = 0
     conditions: list[Condition] = Field(default_factory=list)
