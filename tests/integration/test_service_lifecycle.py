@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client
+from temporalio.worker import Replayer
 
 from skyshift.activities.service_types import service_workflow_id
 from skyshift.devstack.sim_slurm import SimSlurmCluster
 from skyshift.models.meta import now_iso
+from skyshift.workers.control import WORKFLOWS
 from tests.fixtures.temporal import LifecycleStack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]
@@ -127,3 +129,7 @@ async def test_service_in_front_of_local_replicas_is_unsupported(
     assert ep["spec"]["selector"] == {"app": "api"}
     await delete_and_wait_gone(s, "early")
     await s.delete("jobs", "api", "default")
+    # the whole recorded lifecycle (Pending, Failed, refreshes, teardown) replays
+    handle = s.client.get_workflow_handle(service_workflow_id("default", "early"))
+    assert await handle.result() == "Deleted"
+    await Replayer(workflows=WORKFLOWS).replay_workflow(await handle.fetch_history())
