@@ -34,7 +34,8 @@ Idempotency: a submit first looks at the records and squeue *for the names it su
 replica with that name and an attempt >= the requested one is adopted, a higher attempt cancels
 what is left of the old one and submits again. Submits of different names run side by side (one
 lock per name, lookups of concurrent submits shared, at most ``sbatch_concurrency`` sbatch at
-once); a delete runs alone (``slurm_gate``). ``exec`` runs ``srun --jobid=<id> --overlap`` in
+once); a delete runs alone (``slurm_gate``) but does not hold up ``replicas()``, which leaves
+out the names being deleted. ``exec`` runs ``srun --jobid=<id> --overlap`` in
 a running replica's allocation (with the env vars read back from its batch script). Slurm has
 no services: if the protocol grows service operations they raise ``Unsupported`` here. pyslurm
 is only detected (it would have to match the cluster's version); the command path is always
@@ -46,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,6 +98,12 @@ _NAMED_RECORDS_SH = (
     'cd "$1" 2>/dev/null || exit 0; shift; [ "$#" -gt 0 ] || exit 0; '
     'for n; do set -- "$@" "$n.job" "$n.exit"; shift; done; '
     "grep -sH '' -- \"$@\"; exit 0"
+)
+# the records of one job's replicas: .job files whose metadata holds "job_uid":"<uid>"
+_JOB_RECORDS_SH = (
+    'cd "$1" 2>/dev/null || exit 0; '
+    'for f in $(grep -lF -- "$2" ./*.job 2>/dev/null); do '
+    'n=${f%.job}; grep -sH \'\' -- "$n.job" "$n.exit"; done; exit 0'
 )
 _SUBMIT_SH = """wd=$1; n=$2; prev=$3; meta=$4; shift 4
 mkdir -p "$wd" && cd "$wd" || exit 90
@@ -232,6 +240,10 @@ class SlurmManager:
         self._lookup: Coalescer[tuple[list[SlurmJob], dict[str, Record], int]] = Coalescer(
             self._lookup_names)
         self._nodes_seen: list[SlurmNode] | None = None  # from the last state(), for fit checks
+        # names a delete is removing (replicas() leaves them out rather than wait for it), and
+        # the listings in progress, each collecting the names hidden while it ran
+        self._hidden: Counter[str] = Counter()
+        self._listings: list[set[str]] = []
         self._deleted: set[int] = set()  # job ids cancelled by delete(): never listed again
 
     @property
@@ -311,23 +323,31 @@ class SlurmManager:
 
     async def replicas(self) -> list[ReplicaStatus]:
         await self.connect()
-        async with self._gate.shared():
+        # Not behind the gate: a burst of deletes must not stall the sync's poll (it timed out
+        # and marked the cluster Error). Names a delete removed meanwhile are left out instead.
+        skip = set(self._hidden)
+        self._listings.append(skip)
+        try:
             (jobs, max_id), records = await asyncio.gather(self._squeue(), self._records())
+        finally:
+            self._listings = [s for s in self._listings if s is not skip]
+        skip |= set(self._hidden)
         by_name = self._by_name(jobs)
         names = {n for n, r in records.items() if r.meta is not None}
         names |= {n for n, js in by_name.items() if any(j.live for j in js)}
         out = []
-        for name in sorted(names):
+        for name in sorted(names - skip):
             status = self._status(name, records.get(name), by_name.get(name, []), max_id)
             if status is not None:
                 out.append(status)
         return out
 
     async def delete(self, names: list[str]) -> None:
-        await self._delete(lambda meta: meta.name in set(names), set(names))
+        wanted = set(names)
+        await self._delete(lambda meta: meta.name in wanted, wanted, None)
 
     async def delete_job(self, job_uid: str) -> list[str]:
-        return await self._delete(lambda meta: meta.job_uid == job_uid, set())
+        return await self._delete(lambda meta: meta.job_uid == job_uid, set(), job_uid)
 
     async def logs(self, name: str, tail: int | None = None) -> str:
         await self.connect()
@@ -398,9 +418,12 @@ class SlurmManager:
             self._deleted &= {j.job_id for j in jobs}
         return jobs, max_id
 
-    async def _records(self, names: list[str] | None = None) -> dict[str, Record]:
-        """Every record in the workdir, or only those of ``names``."""
-        if names is None:
+    async def _records(self, names: list[str] | None = None,
+                       job_uid: str | None = None) -> dict[str, Record]:
+        """Every record in the workdir, or only those of ``names`` / of one job."""
+        if job_uid is not None:
+            argv = ["sh", "-c", _JOB_RECORDS_SH, "sh", self.workdir, f'"job_uid":"{job_uid}"']
+        elif names is None:
             argv = ["sh", "-c", _RECORDS_SH, "sh", self.workdir]
         else:
             argv = ["sh", "-c", _NAMED_RECORDS_SH, "sh", self.workdir, *names]
@@ -550,22 +573,37 @@ class SlurmManager:
                 return
             await asyncio.sleep(0.1)
 
-    async def _delete(self, match: Callable[[ReplicaMeta], bool], names: set[str]) -> list[str]:
+    async def _delete(self, match: Callable[[ReplicaMeta], bool], names: set[str],
+                      job_uid: str | None) -> list[str]:
+        """Delete what ``match`` selects: by ``names`` (only they are looked up) or, with
+        ``job_uid``, every replica of that job (the queue, and that job's records)."""
         await self.connect()
         async with self._gate.exclusive():
-            (jobs, _), records = await asyncio.gather(self._squeue(), self._records())
+            if job_uid is not None:
+                (jobs, _), records = await asyncio.gather(self._squeue(),
+                                                          self._records(job_uid=job_uid))
+            else:
+                (jobs, _), records = await asyncio.gather(self._squeue(names=sorted(names)),
+                                                          self._records(sorted(names)))
             hits = [j for j in jobs if match(j.meta)]
             # what replicas() lists: recorded replicas and live jobs not yet deleted
             found = {j.meta.name for j in hits if j.live and j.job_id not in self._deleted}
             found |= {n for n, r in records.items() if r.meta is not None and match(r.meta)}
             live = [j.job_id for j in hits if j.live]
             self._deleted.update(j.job_id for j in hits)
-            if live:
-                await self._scancel(live)
             targets = sorted(found | names)
-            if targets:
-                await self._cmd(["sh", "-c", _REMOVE_SH, "sh", self.workdir, *targets],
-                                what="remove records")
+            for listing in self._listings:
+                listing.update(targets)
+            self._hidden.update(targets)
+            try:
+                if live:
+                    await self._scancel(live)
+                if targets:
+                    await self._cmd(["sh", "-c", _REMOVE_SH, "sh", self.workdir, *targets],
+                                    what="remove records")
+            finally:
+                self._hidden.subtract(targets)
+                self._hidden = +self._hidden  # drop the names no delete holds any more
             return sorted(found)
 
     def _detect_pyslurm(self, doc: dict[str, Any]) -> None:

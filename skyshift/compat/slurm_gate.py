@@ -5,9 +5,8 @@ which capped a burst at a few submits a second. What idempotency really needs is
 
 * two submits of the *same* replica name must not both decide "not there yet" -> one lock per
   name (:class:`NameLocks`);
-* a delete must not interleave with submits or listings (it cancels, then removes records) ->
-  :class:`Gate`: submits and listings share it, a delete takes it alone; a waiting delete stops
-  new sharers so a steady stream of submits cannot starve it;
+* a delete must not interleave with submits (it cancels, then removes records) -> :class:`Gate`:
+  submits share it, a delete takes it alone, in arrival order (neither starves the other);
 * concurrent submits each need a fresh look at their names -> :class:`Coalescer` runs one lookup
   for the union of the names waiting while the previous lookup ran. Every caller's lookup starts
   after it asked (and so after it took its name lock), so what it sees is never stale.
@@ -17,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Generic, TypeVar
 
@@ -24,41 +24,62 @@ T = TypeVar("T")
 
 
 class Gate:
-    """Shared/exclusive gate; a waiting exclusive holder blocks new shared ones."""
+    """Shared/exclusive gate admitting waiters in arrival order: sharers that queue up
+    together run together, an exclusive holder waits for those before it and holds back those
+    after it, so neither a stream of submits nor a stream of deletes starves the other."""
 
     def __init__(self) -> None:
-        self._cond = asyncio.Condition()
+        self._queue: deque[tuple[bool, asyncio.Future[None]]] = deque()
         self._shared = 0
         self._exclusive = False
-        self._waiting = 0  # exclusive holders waiting
+
+    def _admit(self) -> None:
+        while self._queue:
+            exclusive, fut = self._queue[0]
+            if fut.done():  # its waiter was cancelled
+                self._queue.popleft()
+                continue
+            if self._exclusive or (exclusive and self._shared):
+                return
+            self._queue.popleft()
+            if exclusive:
+                self._exclusive = True
+            else:
+                self._shared += 1
+            fut.set_result(None)
+            if exclusive:
+                return
+
+    def _release(self, exclusive: bool) -> None:
+        if exclusive:
+            self._exclusive = False
+        else:
+            self._shared -= 1
+        self._admit()
 
     @contextlib.asynccontextmanager
-    async def shared(self) -> AsyncIterator[None]:
-        async with self._cond:
-            await self._cond.wait_for(lambda: not self._exclusive and not self._waiting)
-            self._shared += 1
+    async def _hold(self, exclusive: bool) -> AsyncIterator[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append((exclusive, fut))
+        self._admit()
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():  # admitted, then cancelled: pass it on
+                self._release(exclusive)
+            else:
+                self._admit()
+            raise
         try:
             yield
         finally:
-            async with self._cond:
-                self._shared -= 1
-                self._cond.notify_all()
+            self._release(exclusive)
 
-    @contextlib.asynccontextmanager
-    async def exclusive(self) -> AsyncIterator[None]:
-        async with self._cond:
-            self._waiting += 1
-            try:
-                await self._cond.wait_for(lambda: not self._exclusive and not self._shared)
-            finally:
-                self._waiting -= 1
-            self._exclusive = True
-        try:
-            yield
-        finally:
-            async with self._cond:
-                self._exclusive = False
-                self._cond.notify_all()
+    def shared(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return self._hold(False)
+
+    def exclusive(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return self._hold(True)
 
 
 class NameLocks:

@@ -37,6 +37,35 @@ async def test_exclusive_waits_for_shared_and_blocks_new_shared() -> None:
     assert order == ["a+", "a-", "x", "b+", "b-"]
 
 
+async def test_gate_admits_in_arrival_order() -> None:
+    """Deletes queued one after another do not keep out a submit that came between them."""
+    gate, order = Gate(), []
+
+    async def run(tag: str, exclusive: bool) -> None:
+        async with gate.exclusive() if exclusive else gate.shared():
+            order.append(tag)
+            await asyncio.sleep(0.01)
+
+    tasks = []
+    for tag, exclusive in (("x1", True), ("s1", False), ("x2", True), ("s2", False),
+                           ("s3", False)):
+        tasks.append(asyncio.create_task(run(tag, exclusive)))
+        await asyncio.sleep(0)
+    await asyncio.gather(*tasks)
+    assert order == ["x1", "s1", "x2", "s2", "s3"]
+
+
+async def test_gate_cancelled_waiter_lets_the_next_in() -> None:
+    gate = Gate()
+    async with gate.shared():
+        waiter = asyncio.create_task(gate.exclusive().__aenter__())
+        await asyncio.sleep(0)
+        waiter.cancel()
+        await asyncio.sleep(0)
+    async with gate.exclusive():  # not blocked by the cancelled waiter
+        pass
+
+
 async def test_name_locks_serialise_a_name_only() -> None:
     locks, inside = NameLocks(), []
 

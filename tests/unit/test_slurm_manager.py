@@ -81,6 +81,7 @@ class FakeRunner:
         self.squeue_errors: list[dict[str, Any]] = []
         self.sbatch_result: Result | None = None
         self.sbatch_delay = 0.0
+        self.scancel_delay = 0.0
         self.sbatch_running = 0
         self.sbatch_peak = 0
 
@@ -102,6 +103,7 @@ class FakeRunner:
                 return Result(1, "", "slurm_load_jobs error: Invalid job id specified\n")
             return Result(0, squeue_text(shown), "")
         if argv[0] == "scancel":
+            await asyncio.sleep(self.scancel_delay)
             ids = {int(a) for a in argv[1:]}
             for j in self.jobs:
                 if j["job_id"] in ids:
@@ -113,6 +115,12 @@ class FakeRunner:
                 return Result(0, "/work/dir\n", "")
             if "find . -maxdepth 1" in script:
                 return Result(0, self.records, "")
+            if "grep -lF" in script:  # one job's records, by the uid in their metadata
+                names = {line[2:].split(".", 1)[0] for line in self.records.splitlines()
+                         if args[1] in line}
+                return Result(0, "".join(
+                    line for line in self.records.splitlines(keepends=True)
+                    if line[2:].split(".", 1)[0] in names), "")
             if "grep -sH" in script:  # the named replicas' records
                 wanted = set(args[1:])
                 return Result(0, "".join(
@@ -428,3 +436,30 @@ async def test_delete_waits_for_submits_in_flight(
     assert await manager.delete_job(UID) == ["rec-abcdef12-0"]  # saw the submitted job
     await submit
     assert await manager.replicas() == []
+
+
+async def test_listing_does_not_wait_for_a_delete_and_hides_its_names(
+    manager: SlurmManager, runner: FakeRunner,
+) -> None:
+    """A burst of deletes held up the sync's poll until it timed out (cluster Error)."""
+    runner.jobs = [job("rec-abcdef12-0", 10, "RUNNING"), job("rec-abcdef12-1", 11, "RUNNING")]
+    runner.records = record("rec-abcdef12-0", 10) + record("rec-abcdef12-1", 11)
+    runner.scancel_delay = 0.2
+    manager.config.delete_wait = 0
+    deleting = asyncio.create_task(manager.delete(["rec-abcdef12-0"]))
+    await asyncio.sleep(0.05)  # the delete is in scancel
+    listed = await asyncio.wait_for(states(manager), 0.1)
+    assert list(listed) == ["rec-abcdef12-1"]
+    assert not deleting.done()
+    await deleting
+    assert list(await states(manager)) == ["rec-abcdef12-1"]
+    assert not manager._hidden and not manager._listings
+
+
+async def test_delete_job_reads_only_that_jobs_records(
+    manager: SlurmManager, runner: FakeRunner,
+) -> None:
+    runner.records = record("rec-abcdef12-0", 10, exit_code=0)
+    assert await manager.delete_job(UID) == ["rec-abcdef12-0"]
+    assert not any("find . -maxdepth 1" in " ".join(c) for c in runner.calls)
+    assert runner.records == ""
