@@ -19,9 +19,17 @@ re-discovers everything)::
     replicas/<name>/log         stdout+stderr of the current attempt (log.<n>: earlier attempts)
     replicas/<name>/exit_code   written by the wrapper when the command ends
     replicas/<name>/work/       the command's working directory (kept across attempts)
+    replicas/<name>/launch.lock flock held while the replica's process is being started
     OFFLINE                     fault injection: while it exists every call raises
                                 Transient("cluster <name> is unreachable"); replicas keep running
-    lock                        flock serialising submit/delete across adapter instances
+    lock                        flock serialising placement, creation and deletion across
+                                adapter instances (processes start after it is released)
+    journal                     names of replicas changed under the lock, so other instances
+                                re-read only those (see :mod:`skyshift.compat.local_index`)
+
+Calls cost what changed, not how many replicas exist: the adapter keeps an index of its replicas
+(read once, then kept current through the journal, the ``replicas/`` directory's stamp and a
+liveness check of the running ones) and serves ``replicas()``, ``state()`` and placement from it.
 
 States: Pending only while a launch is in progress (or was interrupted by a crash: the next
 submit of the same name finishes it), Running, then Succeeded (exit 0) or Failed (exit code kept;
@@ -32,28 +40,36 @@ an exit code is Failed with reason "Lost".
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import fcntl
 import json
+import math
 import os
-import re
 import shutil
 import signal
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from skyshift.compat import local_proc as proc
 from skyshift.compat.errors import NotFound, Permanent, Transient
 from skyshift.compat.local_config import LocalConfig
+from skyshift.compat.local_index import (
+    JOURNAL_FILE,
+    SPEC_FILE,
+    Journal,
+    ReplicaIndex,
+    load_replica,
+    read_status,
+)
+from skyshift.compat.local_index import NAME as _NAME
+from skyshift.compat.local_index import Replica as _Replica
 from skyshift.compat.types import (
-    FAILED,
     PENDING,
     RUNNING,
-    SUCCEEDED,
     ClusterState,
     ExecResult,
     NodeState,
@@ -62,16 +78,19 @@ from skyshift.compat.types import (
 )
 from skyshift.models.quantity import Resources
 
-SPEC_FILE = "spec.json"
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # DNS-1123 label: a safe dir name
 _PASSTHROUGH = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
+# state() and placement reuse a liveness check this recent (replicas() always checks anew;
+# a placement that does not fit checks again before it says so)
+_LIVENESS_TTL = 0.5
+# replicas() and state() run on these threads, not in asyncio's default executor: the skylet runs
+# many submits at once, each waiting there for the lock while a launch takes tens of ms, and the
+# sync loop's calls (served from the index in a few ms) must not queue behind them
+_READERS = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="skyshift-local")
+T = TypeVar("T")
 
 
-@dataclass
-class _Replica:
-    spec: ReplicaSpec
-    node: str
-    path: Path
+async def _read(fn: Callable[..., T], *args: Any) -> T:
+    return await asyncio.get_running_loop().run_in_executor(_READERS, fn, *args)
 
 
 @contextlib.contextmanager
@@ -91,19 +110,6 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def _finished_status(code: int) -> tuple[str, str, str]:
-    """(state, reason, message) for an exit code recorded by the wrapper."""
-    if code == 0:
-        return SUCCEEDED, "Completed", ""
-    if code > 128:
-        try:
-            signame = signal.Signals(code - 128).name
-        except ValueError:
-            signame = f"signal {code - 128}"
-        return FAILED, "Signaled", f"killed by {signame} (exit code {code})"
-    return FAILED, "Error", f"exit code {code}"
-
-
 class LocalManager:
     """ClusterManager over local processes (see the module docstring)."""
 
@@ -118,6 +124,8 @@ class LocalManager:
         self._staging = root / "staging"
         self._offline = root / "OFFLINE"
         self._lockfile = root / "lock"
+        self._journal = Journal(root / JOURNAL_FILE)
+        self._index = ReplicaIndex(self._replicas, self._journal)
         self._nodes = dict(
             zip(self.config.node_names(name), self.config.node_capacity(), strict=True)
         )
@@ -131,6 +139,7 @@ class LocalManager:
             # replicas whose delete was interrupted by a crash: finish the job
             leftovers = await asyncio.to_thread(lambda: sorted(self._trash.iterdir()))
             await self._dispose(leftovers)
+            await asyncio.to_thread(self._index.refresh, _LIVENESS_TTL)  # read every replica
 
     async def close(self) -> None:
         return None
@@ -138,8 +147,7 @@ class LocalManager:
     async def state(self) -> ClusterState:
         self._check_online()
         with _io_errors(self.name):
-            listing = await asyncio.to_thread(self._listing)
-        used = self._usage(listing)
+            used = await _read(self._index.usage, self._nodes, _LIVENESS_TTL)
         nodes = [
             NodeState(name=node, capacity=cap, allocatable=cap - used[node])
             for node, cap in self._nodes.items()
@@ -156,20 +164,19 @@ class LocalManager:
     async def replicas(self) -> list[ReplicaStatus]:
         self._check_online()
         with _io_errors(self.name):
-            listing = await asyncio.to_thread(self._listing)
-        return [status for _, status in listing]
+            return await _read(self._index.listing)
 
     async def delete(self, names: list[str]) -> None:
         self._check_online()
         wanted = set(names)
         with _io_errors(self.name):
-            moved = await asyncio.to_thread(self._detach, lambda r: r.spec.name in wanted)
+            moved = await asyncio.to_thread(self._detach, wanted, None)
             await self._dispose(list(moved.values()))
 
     async def delete_job(self, job_uid: str) -> list[str]:
         self._check_online()
         with _io_errors(self.name):
-            moved = await asyncio.to_thread(self._detach, lambda r: r.spec.job_uid == job_uid)
+            moved = await asyncio.to_thread(self._detach, None, job_uid)
             await self._dispose(list(moved.values()))
         return sorted(moved)
 
@@ -254,57 +261,14 @@ class LocalManager:
         )
         return env
 
-    def _load(self, path: Path) -> _Replica | None:
-        try:
-            data = json.loads((path / SPEC_FILE).read_text())
-            return _Replica(ReplicaSpec.from_dict(data["spec"]), str(data["node"]), path)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except (ValueError, KeyError, TypeError):
-            return None  # not written by us (spec.json is always replaced atomically)
-
     def _get(self, name: str) -> _Replica:
-        rep = self._load(self._replicas / name) if _NAME.match(name) else None
+        rep = load_replica(self._replicas / name) if _NAME.match(name) else None
         if rep is None:
             raise NotFound(f"replica {name} not found on cluster {self.name}")
         return rep
 
-    def _scan(self) -> list[_Replica]:
-        try:
-            entries = sorted(os.listdir(self._replicas))
-        except FileNotFoundError:
-            return []
-        return [rep for e in entries if (rep := self._load(self._replicas / e)) is not None]
-
     def _status(self, rep: _Replica) -> ReplicaStatus:
-        spec = rep.spec
-        status = ReplicaStatus(
-            name=spec.name, job_uid=spec.job_uid, namespace=spec.namespace,
-            job_name=spec.job_name, rank=spec.rank, state=PENDING, attempt=spec.attempt,
-        )
-        info = proc.read_pid(rep.path)
-        status.started_at = info.started_at if info else None
-        if info is not None and proc.alive(info):
-            status.state = RUNNING
-            return status
-        ended = proc.read_exit(rep.path)  # read after the liveness check: no race with the end
-        if ended is not None:
-            status.exit_code, status.finished_at = ended
-            status.state, status.reason, status.message = _finished_status(ended[0])
-        elif info is not None:
-            status.state, status.reason = FAILED, "Lost"
-            status.message = "the process vanished without recording an exit code"
-        return status
-
-    def _listing(self) -> list[tuple[_Replica, ReplicaStatus]]:
-        return [(rep, self._status(rep)) for rep in self._scan()]
-
-    def _usage(self, listing: list[tuple[_Replica, ReplicaStatus]]) -> dict[str, Resources]:
-        used = {node: Resources() for node in self._nodes}
-        for rep, status in listing:
-            if not status.finished and rep.node in used:
-                used[rep.node] = used[rep.node] + rep.spec.resources
-        return used
+        return read_status(rep)[0]
 
     def _place(self, spec: ReplicaSpec, used: dict[str, Resources]) -> str:
         """First fit; Transient when it does not fit now, Permanent when it never can."""
@@ -326,45 +290,125 @@ class LocalManager:
         )
 
     def _submit_all(self, specs: list[ReplicaSpec]) -> list[ReplicaStatus]:
+        """Place and create under the cluster lock, start the processes after releasing it (a
+        launch takes tens of ms; submits of other replicas go on meanwhile): each replica's own
+        launch lock keeps it Pending-and-busy until its process runs."""
         self._setup()
-        with self._lock():
-            used = self._usage(self._listing())
-            return [self._submit_one(spec, used) for spec in specs]
+        done: dict[int, ReplicaStatus] = {}
+        todo = list(range(len(specs)))
+        while todo:
+            starts: list[tuple[int, _Replica, int]] = []
+            busy: list[int] = []
+            error: Exception | None = None
+            with self._lock():
+                self._index.refresh(_LIVENESS_TTL)  # what other instances did, under the lock
+                used = self._index.used(self._nodes)
+                for i in todo:
+                    try:
+                        got = self._prepare(specs[i], used)
+                    except Exception as exc:
+                        error = exc
+                        break
+                    finally:  # whatever happened: our index and the other instances read it
+                        self._index.reload(specs[i].name)
+                        self._journal.append([specs[i].name])
+                    if got is None:
+                        busy.append(i)
+                    elif isinstance(got, ReplicaStatus):
+                        done[i] = got
+                    else:
+                        starts.append((i, *got))
+            for i, rep, held in starts:
+                try:
+                    self._launch(rep)
+                    done[i] = self._status(rep)
+                except Exception as exc:
+                    error = error or exc
+                finally:
+                    os.close(held)
+                    self._index.reload(rep.spec.name)
+            if error is not None:
+                raise error
+            for i in busy:  # another submit is starting it: wait, then look again
+                proc.wait_launch(self._replicas / specs[i].name)
+            todo = busy
+        return [done[i] for i in range(len(specs))]
 
-    def _submit_one(self, spec: ReplicaSpec, used: dict[str, Resources]) -> ReplicaStatus:
+    def _prepare(self, spec: ReplicaSpec, used: dict[str, Resources]
+                 ) -> ReplicaStatus | tuple[_Replica, int] | None:
+        """Under the cluster lock: the status of a replica there is nothing to do for, or the
+        replica to start with its launch lock held, or None while another submit starts it."""
         path = self._replicas / spec.name
-        current = self._load(path)
+        current = load_replica(path)  # the replica itself is always read from disk
         if current is None and path.exists():  # not ours or half-written: move it out of the way
             self._move_to_trash(path)
-        if current is not None:
+        status = self._status(current) if current is not None else None
+        self._recount(spec.name, current, status, used)
+        if current is not None and status is not None:
             if current.spec.job_uid != spec.job_uid:
                 raise Permanent(
                     f"replica name {spec.name} is taken by job uid {current.spec.job_uid}"
                 )
-            status = self._status(current)
             if spec.attempt <= current.spec.attempt:  # a retry: adopt what is there
-                if status.state == PENDING:  # a launch interrupted by a crash: finish it
-                    self._launch(current)
-                    return self._status(current)
-                return status
+                if status.state != PENDING:
+                    return status
+                # being started by another submit, or its launch was interrupted by a crash
+                held = proc.hold_launch(path)
+                return None if held is None else (current, held)
             # a restart: stop what is left of the old attempt, then run the new one in place
-            if not status.finished:
-                proc.stop([i for i in [proc.read_pid(path)] if i], self.config.grace_period)
-                if current.node in used:
-                    used[current.node] = used[current.node] - current.spec.resources
-        node = self._place(spec, used)
-        if current is not None:
-            self._retire_attempt(current)
-            _write_json(path / SPEC_FILE, {"spec": spec.to_dict(), "node": node})
+            held = proc.hold_launch(path)
+            if held is None:
+                return None  # the old attempt is still being started
+            try:
+                if not status.finished:
+                    proc.stop([i for i in [proc.read_pid(path)] if i], self.config.grace_period)
+                    if current.node in used:
+                        used[current.node] = used[current.node] - current.spec.resources
+                node = self._place_checked(spec, used)
+                self._retire_attempt(current)
+                _write_json(path / SPEC_FILE, {"spec": spec.to_dict(), "node": node})
+            except BaseException:
+                os.close(held)
+                raise
         else:
+            node = self._place_checked(spec, used)
             stage = self._staging / f"{spec.name}.{uuid.uuid4().hex[:8]}"
             stage.mkdir()
             _write_json(stage / SPEC_FILE, {"spec": spec.to_dict(), "node": node})
-            os.rename(stage, path)  # atomic: readers see a whole replica or none
-        rep = _Replica(spec, node, path)
+            held = proc.hold_launch(stage)  # nobody else knows this directory yet
+            assert held is not None
+            try:
+                os.rename(stage, path)  # atomic: readers see a whole replica or none
+            except BaseException:
+                os.close(held)
+                raise
         used[node] = used[node] + spec.resources
-        self._launch(rep)
-        return self._status(rep)
+        return _Replica(spec, node, path), held
+
+    def _recount(self, name: str, current: _Replica | None, status: ReplicaStatus | None,
+                 used: dict[str, Resources]) -> None:
+        """Count ``name`` in ``used`` as it is on disk now, not as the index last saw it."""
+        before = self._index.counted(name)
+        now = None
+        if current is not None and status is not None and not status.finished:
+            now = (current.node, current.spec.resources)
+        if before == now:
+            return
+        if before is not None and before[0] in used:
+            used[before[0]] = used[before[0]] - before[1]
+        if now is not None and now[0] in used:
+            used[now[0]] = used[now[0]] + now[1]
+
+    def _place_checked(self, spec: ReplicaSpec, used: dict[str, Resources]) -> str:
+        """Place with the index's usage; before saying "does not fit right now" on liveness
+        older than a moment, check which replicas still run and try again."""
+        try:
+            return self._place(spec, used)
+        except Transient:
+            if not self._index.refresh(0.05):
+                raise
+        used.update(self._index.used(self._nodes))
+        return self._place(spec, used)
 
     def _retire_attempt(self, rep: _Replica) -> None:
         """Keep the old attempt's log as log.<attempt> and forget its process."""
@@ -386,16 +430,29 @@ class LocalManager:
         os.rename(path, target)
         return target
 
-    def _detach(self, match: Callable[[_Replica], bool]) -> dict[str, Path]:
-        """Atomically take matching replicas off the cluster (into trash/); name -> new path."""
+    def _detach(self, names: set[str] | None, job_uid: str | None) -> dict[str, Path]:
+        """Atomically take replicas (by name, or all of a job) off the cluster (into trash/);
+        name -> new path. A replica being started is taken once its process runs, so that
+        process is stopped with the rest."""
         if not self._replicas.exists():
             return {}
         with self._lock():
-            return {
-                rep.spec.name: self._move_to_trash(rep.path)
-                for rep in self._scan()
-                if match(rep)
-            }
+            self._index.refresh(math.inf)  # what other instances did (no liveness needed)
+            moved: dict[str, Path] = {}
+            try:
+                for rep in self._index.select(sorted(names) if names is not None else None,
+                                              job_uid):
+                    with contextlib.suppress(FileNotFoundError):  # gone by other means
+                        held = proc.hold_launch(rep.path, wait=True)
+                        try:
+                            moved[rep.spec.name] = self._move_to_trash(rep.path)
+                        finally:
+                            if held is not None:
+                                os.close(held)
+                    self._index.drop(rep.spec.name)
+            finally:
+                self._journal.append(moved)
+            return moved
 
     async def _dispose(self, paths: list[Path]) -> None:
         """Stop the processes of detached replicas, then remove their directories."""

@@ -46,7 +46,8 @@ def sessions_of(name: str) -> set[int]:
 
 
 def pid_of(manager: LocalManager, name: str) -> int:
-    return int((manager.config.state_dir / "replicas" / name / "pid").read_text().split()[0])
+    fields = (manager.config.state_dir / "replicas" / name / "pid").read_text().split()
+    return int(fields[3] if len(fields) > 3 else fields[0])  # the process group
 
 
 @pytest.fixture
