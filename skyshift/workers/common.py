@@ -32,6 +32,11 @@ def env_float(name: str, default: float) -> float:
         return default
 
 
+def env_flag(name: str) -> bool:
+    """A boolean setting: 1/true/yes/on (any case) is true, anything else or unset is false."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def ready_path(settings: Settings, name: str) -> Path:
     """``$SKYSHIFT_READY_FILE`` when set (``skyshift up`` sets it), else
     ``$SKYSHIFT_HOME/run/<name>.ready``."""

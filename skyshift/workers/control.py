@@ -16,7 +16,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from skyshift.activities.scheduling import SchedulingActivities
 from skyshift.activities.service_store import ServiceStoreActivities
@@ -28,6 +29,7 @@ from skyshift.workers.common import (
     clear_ready,
     connect_store,
     connect_temporal,
+    env_flag,
     env_float,
     mark_ready,
     ready_path,
@@ -45,8 +47,17 @@ log = logging.getLogger(__name__)
 WORKFLOWS = [JobWorkflow, ClusterWorkflow, SchedulerWorkflow, ReplicaOpWorkflow, ServiceWorkflow]
 
 
-def control_worker(client: Client, store: ObjectStore, task_queue: str = CONTROL_QUEUE) -> Worker:
-    """The control worker (not started): workflows plus control activities."""
+def control_worker(
+    client: Client, store: ObjectStore, task_queue: str = CONTROL_QUEUE, *, sandbox: bool = False,
+) -> Worker:
+    """The control worker (not started): workflows plus control activities.
+
+    Workflows run without the Temporal sandbox unless ``sandbox`` (``SKYSHIFT_WORKFLOW_SANDBOX=1``):
+    the sandbox re-imports and compiles each workflow module for every workflow instance, which
+    was about 30% of this worker's CPU during a burst of new jobs (bench/lifecycle.py, py-spy).
+    What the sandbox guards against (non-deterministic calls in workflow code) is still checked:
+    the workflow tests and the replay test run the same workflows inside it.
+    """
     st = StoreActivities(store, client)
     sched = SchedulingActivities(store, client)
     svc = ServiceStoreActivities(store)
@@ -59,6 +70,7 @@ def control_worker(client: Client, store: ObjectStore, task_queue: str = CONTROL
             st.notify_cluster_jobs, sched.enqueue_job, sched.dequeue_job, sched.place_batch,
             svc.read_service, svc.service_view, svc.write_service_status, svc.write_endpoints,
         ],
+        workflow_runner=SandboxedWorkflowRunner() if sandbox else UnsandboxedWorkflowRunner(),
         max_cached_workflows=4000,
         max_concurrent_workflow_task_polls=8,
         max_concurrent_activity_task_polls=4,
@@ -71,7 +83,7 @@ async def serve(
     reconcile_interval: float = 30.0, ready_file: Path | None = None,
 ) -> None:
     """Run the worker and the reconciler until ``stop`` is set."""
-    worker = control_worker(client, store)
+    worker = control_worker(client, store, sandbox=env_flag("SKYSHIFT_WORKFLOW_SANDBOX"))
     reconciler = Reconciler(store, client, reconcile_interval)
     async with worker:
         rec = asyncio.create_task(reconciler.run(stop))
