@@ -11,7 +11,6 @@ Identifiers are readable (DESIGN.md, Lifecycles): ``job/<ns>/<name>``, ``cluster
 so a workflow never acts on a newer object that reuses the name.
 """
 
-from __future__ import annotations
 
 from dataclasses import dataclass, field
 

@@ -5,7 +5,6 @@ nested dataclasses (``Resources``): no datetimes (times are epoch seconds), no e
 objects. New fields must get defaults so old payloads still decode.
 """
 
-from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
@@ -47,7 +46,7 @@ class ReplicaSpec:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ReplicaSpec:
+    def from_dict(cls, data: dict[str, Any]) -> "ReplicaSpec":
         known = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["resources"] = Resources.from_dict(data.get("resources"))

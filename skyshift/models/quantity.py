@@ -4,7 +4,6 @@ Kept free of pydantic so the scheduler, the compat adapters and Temporal payload
 same ``Resources`` value. Memory is always held in MB (the original SkyShift's unit).
 """
 
-from __future__ import annotations
 
 import math
 import re
@@ -113,25 +112,25 @@ class Resources:
     gpus: int = 0
     accelerators: dict[str, int] = field(default_factory=dict)
 
-    def __add__(self, other: Resources) -> Resources:
+    def __add__(self, other: "Resources") -> "Resources":
         acc = dict(self.accelerators)
         for k, v in other.accelerators.items():
             acc[k] = acc.get(k, 0) + v
         return Resources(self.cpus + other.cpus, self.memory + other.memory,
                          self.gpus + other.gpus, acc)
 
-    def __sub__(self, other: Resources) -> Resources:
+    def __sub__(self, other: "Resources") -> "Resources":
         acc = dict(self.accelerators)
         for k, v in other.accelerators.items():
             acc[k] = acc.get(k, 0) - v
         return Resources(self.cpus - other.cpus, self.memory - other.memory,
                          self.gpus - other.gpus, acc)
 
-    def scaled(self, n: int) -> Resources:
+    def scaled(self, n: int) -> "Resources":
         return Resources(self.cpus * n, self.memory * n, self.gpus * n,
                          {k: v * n for k, v in self.accelerators.items()})
 
-    def fits_in(self, free: Resources) -> bool:
+    def fits_in(self, free: "Resources") -> bool:
         """True when this request fits in ``free`` (a tiny epsilon absorbs float noise)."""
         eps = 1e-9
         if self.cpus > free.cpus + eps or self.memory > free.memory + eps:
@@ -140,7 +139,7 @@ class Resources:
             return False
         return all(free.accelerators.get(k, 0) >= v for k, v in self.accelerators.items() if v)
 
-    def shortfall(self, free: Resources) -> list[str]:
+    def shortfall(self, free: "Resources") -> list[str]:
         """Human-readable reasons why this does not fit in ``free`` (empty when it fits)."""
         out: list[str] = []
         if self.cpus > free.cpus + 1e-9:
@@ -159,7 +158,7 @@ class Resources:
                 "accelerators": dict(self.accelerators)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, object] | None) -> Resources:
+    def from_dict(cls, data: dict[str, object] | None) -> "Resources":
         data = data or {}
         gpus = data.get("gpus", 0)
         return cls(
