@@ -8,7 +8,8 @@ it spawns with ``--spawn`` (etcd, Temporal dev server with WAL, both workers as 
 2. a burst of ``--burst`` jobs: jobs/s from the first submission until all are Running;
 3. the ceiling: a minimal workflow with three no-op activities on the same server, workflows/s,
    and the ratio burst/ceiling (DESIGN.md, "Performance budget": target >= 0.8);
-4. idle cost while the burst's jobs run: Temporal history events/s and etcd writes/s;
+4. idle cost: Temporal history events/s and etcd writes/s while ``--idle-small`` jobs run, then
+   again while those and the burst's jobs run (the budget: it must not grow with running jobs);
 5. failover: seconds from a cluster going unreachable until its job runs elsewhere.
 
 Usage: ``python bench/lifecycle.py --spawn`` (about five minutes on 2 cores).
@@ -60,14 +61,43 @@ class Minimal:
         return x
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process so far (0 when it is gone or not Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU seconds spent by each process of the stack over a phase: what a job costs the machine
+    whatever else runs on it (wall-clock rates on a shared 2-core machine are not that)."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = {**pids, "bench": os.getpid()}
+        self.t0: dict[str, float] = {}
+
+    def start(self) -> None:
+        self.t0 = {k: cpu_seconds(p) for k, p in self.pids.items()}
+
+    def per_item_ms(self, n: int) -> dict[str, float]:
+        used = {k: cpu_seconds(p) - self.t0.get(k, 0.0) for k, p in self.pids.items()}
+        out = {k: round(v * 1000 / n, 2) for k, v in used.items()}
+        out["total"] = round(sum(used.values()) * 1000 / n, 2)
+        return out
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 class Bench:
-    def __init__(self, store: ObjectStore, client: Client, tmp: Path) -> None:
+    def __init__(self, store: ObjectStore, client: Client, tmp: Path,
+                 pids: dict[str, int] | None = None) -> None:
         self.store, self.client, self.tmp = store, client, tmp
+        self.cpu = CpuMeter(pids or {})
         self.running_at: dict[str, float] = {}
         self.results: dict[str, Any] = {}  # what write_result("lifecycle", ...) records
 
@@ -141,31 +171,38 @@ class Bench:
             async with sem:
                 await self.submit(name, "sleep 240")
 
+        self.cpu.start()
         t0 = time.monotonic()
         await asyncio.gather(*(one(nm) for nm in names))
         t_sub = time.monotonic() - t0
         await self.wait_running(names, 900)
         took = max(self.running_at[nm] for nm in names) - t0
+        cpu = self.cpu.per_item_ms(n)
         rate = n / took
         self.results["burst"] = {"jobs": n, "submitted_s": round(t_sub, 1),
-                                 "all_running_s": round(took, 1), "jobs_per_s": round(rate, 2)}
+                                 "all_running_s": round(took, 1), "jobs_per_s": round(rate, 2),
+                                 "cpu_ms_per_job": cpu}
         print(f"burst of {n}: submitted in {t_sub:.1f} s, all Running after {took:.1f} s "
-              f"= {rate:.1f} jobs/s")
+              f"= {rate:.1f} jobs/s; CPU ms per job: {cpu}")
         return rate, names
 
     async def ceiling(self, n: int) -> float:
         queue = f"bench-minimal-{uuid.uuid4().hex[:6]}"
         async with Worker(self.client, task_queue=queue, workflows=[Minimal],
                           activities=[noop]):
+            self.cpu.start()
             t0 = time.monotonic()
             handles = await asyncio.gather(*(
                 self.client.start_workflow(Minimal.run, i, id=f"{queue}-{i}", task_queue=queue)
                 for i in range(n)))
             await asyncio.gather(*(h.result() for h in handles))
             rate = n / (time.monotonic() - t0)
-        print(f"minimal workflow (3 no-op activities) x{n}: {rate:.1f} workflows/s")
+            cpu = self.cpu.per_item_ms(n)
+        print(f"minimal workflow (3 no-op activities) x{n}: {rate:.1f} workflows/s; "
+              f"CPU ms per workflow: {cpu}")
         self.results["minimal_workflow_ceiling"] = {"workflows": n,
-                                                    "workflows_per_s": round(rate, 2)}
+                                                    "workflows_per_s": round(rate, 2),
+                                                    "cpu_ms_per_workflow": cpu}
         return rate
 
     async def events(self, ids: list[str]) -> int:
@@ -178,7 +215,7 @@ class Bench:
 
         return sum(await asyncio.gather(*(one(i) for i in ids)))
 
-    async def idle(self, names: list[str], window: float) -> None:
+    async def idle(self, names: list[str], window: float, key: str = "idle") -> None:
         ids = [f"job/{NS}/{n}" for n in names] + ["scheduler", "cluster/bench-main"]
         # "All Running" is read from etcd, which the skylet writes before the job workflows
         # have processed their signals: wait until the histories stop growing (at most 120 s),
@@ -190,12 +227,12 @@ class Bench:
             if now == last:
                 break
             last = now
-        self.results["idle_settle_s"] = round(time.monotonic() - settle_t0, 1)
+        self.results[f"{key}_settle_s"] = round(time.monotonic() - settle_t0, 1)
         e0, r0, t0 = await self.events(ids), await self.store.revision(), time.monotonic()
         await asyncio.sleep(window)
         e1, r1, t1 = await self.events(ids), await self.store.revision(), time.monotonic()
         dt = t1 - t0
-        self.results["idle"] = {"running_jobs": len(names), "window_s": round(dt),
+        self.results[key] = {"running_jobs": len(names), "window_s": round(dt),
                                 "history_events_per_s": round((e1 - e0) / dt, 3),
                                 "etcd_writes_per_s": round((r1 - r0) / dt, 3)}
         print(f"idle with {len(names)} Running jobs over {dt:.0f} s: "
@@ -237,6 +274,17 @@ async def stop_replicas(root: Path) -> None:
             await mgr.delete_job(uid)
 
 
+def stack_pids(procs: list[Any]) -> dict[str, int]:
+    """Name -> pid of the spawned processes (etcd, temporal, control, skylet_manager)."""
+    names = ["etcd", "temporal", "control", "skylet_manager"]
+    out = {}
+    for name, p in zip(names, procs, strict=False):
+        popen = p if isinstance(p, subprocess.Popen) else getattr(p, "proc", None)
+        if popen is not None:
+            out[name] = popen.pid
+    return out
+
+
 def spawn(tmp: Path) -> tuple[dict[str, str], list[Any]]:
     from tests.fixtures.etcd import EtcdServer
     from tests.fixtures.temporal import DevServer
@@ -266,7 +314,7 @@ async def main(args: argparse.Namespace, tmp: Path, procs: list[Any]) -> None:
     store = ObjectStore(settings.etcd_endpoints, settings.store_prefix)
     await store.connect()
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
-    bench = Bench(store, client, tmp / "clusters")
+    bench = Bench(store, client, tmp / "clusters", stack_pids(procs))
     watcher = asyncio.create_task(bench.watch_running())
     try:
         await bench.cluster("bench-main", 100_000)
@@ -274,8 +322,15 @@ async def main(args: argparse.Namespace, tmp: Path, procs: list[Any]) -> None:
             await bench.latency(args.latency_jobs)
             await asyncio.sleep(5)  # let the latency jobs finish
         if args.burst:
+            small: list[str] = []
+            if args.idle_small:
+                small = [f"idle-{i}" for i in range(args.idle_small)]
+                for name in small:
+                    await bench.submit(name, "sleep 900")
+                await bench.wait_running(small, 300)
+                await bench.idle(small, args.idle_window, "idle_small")
             rate, names = await bench.burst(args.burst)
-            await bench.idle(names, args.idle_window)
+            await bench.idle(small + names, args.idle_window)
             ceiling = await bench.ceiling(args.ceiling)
             print(f"burst / ceiling = {rate / ceiling:.2f}")
             bench.results["burst_over_ceiling"] = round(rate / ceiling, 3)
@@ -304,6 +359,8 @@ if __name__ == "__main__":
     ap.add_argument("--burst", type=int, default=1000)
     ap.add_argument("--ceiling", type=int, default=300)
     ap.add_argument("--idle-window", type=float, default=30.0)
+    ap.add_argument("--idle-small", type=int, default=100,
+                    help="jobs running during the first idle window (0: skip it)")
     arguments = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup on SIGTERM too
     workdir = Path(tempfile.mkdtemp(prefix="skyshift-bench-"))
