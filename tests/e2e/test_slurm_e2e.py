@@ -285,6 +285,38 @@ async def test_job_succeeds_on_slurm_with_logs(e2e: E2E) -> None:
     assert f"hello from slurm rank 0 of {name}" in logs
 
 
+async def test_partition_label_reaches_the_cluster_and_placement(e2e: E2E) -> None:
+    """The adapter's ``slurm/partition`` label is on the Cluster (status.labels) and a job's
+    placement filter on it selects the cluster; a filter on a partition it lacks does not."""
+    async def labelled() -> Obj | None:
+        obj = await e2e.get("clusters", "e2e-slurm1")
+        return obj if obj and (obj["status"].get("labels") or {}).get("slurm/partition") else None
+
+    cluster = await e2e.wait("slurm/partition on e2e-slurm1", labelled)
+    assert cluster["status"]["labels"]["slurm/partition"] == "debug"
+    assert "slurm/partition" not in cluster["metadata"]["labels"]  # the user's stay untouched
+    name, other = e2e.job_name("part"), e2e.job_name("nopart")
+    for job, partition in ((name, "debug"), (other, "gpu")):
+        await e2e.api.create({
+            "kind": "Job", "metadata": {"name": job, "labels": {"e2e-run": e2e.run_id}},
+            "spec": {"run": "true", "resources": {"cpus": 1}, "restartPolicy": "Never",
+                     "placement": {"filters": [{"matchLabels": {
+                         "slurm/partition": partition, "e2e": "e2e-slurm1"}}]}},
+        })
+        e2e.jobs.append(job)
+    done = await e2e.phase("jobs", name, "Succeeded")
+    assert done["status"]["placement"] == {"e2e-slurm1": 1}
+
+    async def explained() -> Obj | None:
+        obj = await e2e.get("jobs", other)
+        reasons = (obj or {}).get("status", {}).get("schedulerReasons") or {}
+        return obj if "e2e-slurm1" in reasons else None
+
+    pending = await e2e.wait(f"{other} explained", explained)
+    assert pending["status"]["phase"] == "Pending"
+    assert "slurm/partition" in pending["status"]["schedulerReasons"]["e2e-slurm1"]
+
+
 # ---- 2. restartPolicy on a failing command ----------------------------------------------------
 
 
