@@ -40,59 +40,10 @@ LAUNCH_LOCK = "launch.lock"  # flock held by whoever is starting the replica's p
 _HAVE_PROC = Path("/proc/self/stat").exists()
 
 # The supervisor, in POSIX sh (a Python interpreter per replica cost ~30 ms of CPU to start and
-# ~9 MB of memory for as long as the replica ran; dash costs about 1 ms and well under 1 MB).
-# Runs as `/bin/sh -c _WRAPPER skyshift-replica <replica dir> <cwd> <epoch> <env> <argv...>` in a
-# new session (so the launcher's pid is the process group of the supervisor and the command). The
-# launcher forks the supervisor and exits once the supervisor has written ``pid`` and closed the
-# pipe; the supervisor is re-parented to init. Its variables are prefixed ``_sk_`` and unset before
-# the command runs, so the replica's environment is exactly the one it was given. A job started
-# with `&` by a non-interactive shell ignores SIGINT and SIGQUIT; when <env> is a coreutils `env`
-# with --default-signal the command is started through it, so it gets default dispositions as it
-# would from any other launcher. The pid file is
-# "<supervisor pid> <its start ticks> <epoch> <process group>".
-_VARS = " ".join(["_sk_pid", "_sk_ticks", "_sk_rest", "_sk_cwd", "_sk_t0", "_sk_child", "_sk_sig",
-                  "_sk_rc", "_sk_code", "_sk_x", "_sk_env"] + [f"_sk_{i}" for i in range(2, 22)])
-_STAT_FIELDS = " ".join(
-    ["_sk_pid"] + [f"_sk_{i}" for i in range(2, 22)] + ["_sk_ticks", "_sk_rest"]
-)
-_WRAPPER = r"""
-cd -- "$1" || exit 1
-_sk_cwd=$2 _sk_t0=$3 _sk_env=$4
-shift 4
-{
-  {
-    exec </dev/null 2>>log
-    _sk_ticks=0
-    if [ -r /proc/self/stat ]; then
-      IFS=' ' read -r @STAT_FIELDS@ </proc/self/stat
-    else
-      _sk_pid=$(exec /bin/sh -c 'echo "$PPID"')
-    fi
-    printf '%s %s %s %s\n' "$_sk_pid" "$_sk_ticks" "$_sk_t0" "$$" >pid.tmp || exit 1
-    command -p mv -f pid.tmp pid || exit 1
-    exec >/dev/null
-    [ -n "$_sk_env" ] && set -- "$_sk_env" --default-signal "$@"
-    (cd -- "$_sk_cwd" && unset -v @VARS@ && exec "$@") >>log 2>&1 &
-    _sk_child=$!
-    trap '_sk_sig=1; kill -TERM "$_sk_child" 2>/dev/null' TERM
-    trap '_sk_sig=1; kill -HUP "$_sk_child" 2>/dev/null' HUP
-    while :; do
-      _sk_sig=
-      wait "$_sk_child"
-      _sk_rc=$?
-      if [ -z "$_sk_sig" ]; then _sk_code=$_sk_rc; break; fi
-      # a forwarded signal ended the wait: wait again while the command is there
-      kill -0 "$_sk_child" 2>/dev/null && continue
-      wait "$_sk_child"
-      _sk_code=$?
-      [ "$_sk_code" = 127 ] && _sk_code=$_sk_rc
-      break
-    done
-    printf '%s\n' "$_sk_code" >exit_code.tmp && command -p mv -f exit_code.tmp exit_code
-  } &
-} | { read -r _sk_x; }
-[ -s pid ]
-""".replace("@STAT_FIELDS@", _STAT_FIELDS).replace("@VARS@", _VARS)
+# ~9 MB of memory for as long as the replica ran; dash costs about 1 ms and well under 1 MB). A job
+# started with `&` by a non-interactive shell ignores SIGINT and SIGQUIT, so where coreutils `env`
+# has --default-signal the command is started through it and gets default dispositions.
+_SUPERVISOR = Path(__file__).with_name("local_supervisor.sh")
 
 
 @dataclass
@@ -199,8 +150,8 @@ def launch(rdir: Path, argv: list[str], env: dict[str, str], timeout: float = 30
     """
     (rdir / WORK_DIR).mkdir(exist_ok=True)
     proc = subprocess.Popen(
-        ["/bin/sh", "-c", _WRAPPER, "skyshift-replica", str(rdir), str(rdir / WORK_DIR),
-         f"{time.time():.6f}", _env_tool(), *argv],
+        ["/bin/sh", str(_SUPERVISOR), str(rdir), str(rdir / WORK_DIR), f"{time.time():.6f}",
+         _env_tool(), *argv],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
