@@ -270,8 +270,13 @@ async def stop_replicas(root: Path) -> None:
     for path in sorted(root.glob("*")):
         (path / "OFFLINE").unlink(missing_ok=True)
         mgr = LocalManager(path.name, {"state_dir": str(path), "cpus": 1, "grace_period": 0.2})
-        for uid in {r.job_uid for r in await mgr.replicas()}:
-            await mgr.delete_job(uid)
+        sem = asyncio.Semaphore(16)
+
+        async def one(uid: str, m: LocalManager = mgr, s: asyncio.Semaphore = sem) -> None:
+            async with s:
+                await m.delete_job(uid)
+
+        await asyncio.gather(*(one(u) for u in {r.job_uid for r in await mgr.replicas()}))
 
 
 def stack_pids(procs: list[Any]) -> dict[str, int]:
