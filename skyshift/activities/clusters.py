@@ -132,9 +132,24 @@ class ClusterContext:
         })
 
 
+class SignalsFailed(Exception):
+    """Some workflows could not be signalled for another reason than being gone (Temporal
+    unavailable, overloaded, ...). Raised after every target was tried, so the caller can undo
+    what it recorded as told and tell them again later."""
+
+    def __init__(self, signal: str, failed: dict[str, str]) -> None:
+        self.failed = failed
+        first = next(iter(failed.items()))
+        super().__init__(f"signal {signal} not delivered to {len(failed)} workflow(s), "
+                         f"e.g. {first[0]}: {first[1]}")
+
+
 async def signal_all(client: Client, targets: dict[str, Any], signal: str) -> list[str]:
-    """Signal each workflow id its payload; returns the ids reached (gone ones are skipped)."""
+    """Signal each workflow id its payload; returns the ids reached (gone ones are skipped).
+
+    Raises SignalsFailed when any signal failed otherwise, after trying every target."""
     limit = asyncio.Semaphore(SIGNAL_CONCURRENCY)
+    failed: dict[str, str] = {}
 
     async def one(wf_id: str, payload: Any) -> str | None:
         async with limit:
@@ -143,10 +158,12 @@ async def signal_all(client: Client, targets: dict[str, Any], signal: str) -> li
                 return wf_id
             except RPCError as exc:
                 if exc.status != RPCStatusCode.NOT_FOUND:
-                    log.warning("signal %s to %s failed: %s", signal, wf_id, exc)
+                    failed[wf_id] = str(exc)
                 return None
 
     done = await asyncio.gather(*(one(w, p) for w, p in targets.items()))
+    if failed:
+        raise SignalsFailed(signal, failed)
     return [w for w in done if w is not None]
 
 

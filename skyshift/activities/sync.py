@@ -33,6 +33,7 @@ from temporalio.service import RPCError
 from skyshift.activities.clusters import (
     ClusterContext,
     Seen,
+    SignalsFailed,
     SkyletActivities,
     heartbeating,
     signal_all,
@@ -139,7 +140,12 @@ class Syncer:
                 # Leftovers go before anything is reported, so a finished job's status never
                 # counts replicas that had already moved away from this cluster.
                 listing = await self._cleanup_orphans(listing)
-            await self._report(listing, first)
+            try:
+                await self._report(listing, first)
+            except SignalsFailed as exc:  # undone: the next round reports the same changes
+                log.warning("cluster %s: %s; reporting again next round", inp.cluster, exc)
+                await asyncio.sleep(self.cfg.interval)
+                continue
             if phase != "Ready":
                 await self._recovered(lost, inp.cluster)
                 return SyncResult("Ready", "", [])
