@@ -31,7 +31,6 @@ with workflow.unsafe.imports_passed_through():
         ClusterJobsInput,
         ClusterStatusPatch,
         DeleteRequest,
-        RemoveObjectInput,
         SpecChanged,
         SyncInput,
         SyncResult,
@@ -48,7 +47,9 @@ with workflow.unsafe.imports_passed_through():
         STORE_RETRY,
         STORE_TIMEOUT,
         current_keywords,
+        history_full,
         permanent_cause,
+        remove_object,
         upsert,
         wait,
     )
@@ -95,11 +96,7 @@ class ClusterWorkflow:
                 await wait(lambda: self.spec_dirty or self.deleting, None)
                 self.spec_dirty = False
                 continue
-            info = workflow.info()
-            if (
-                info.is_continue_as_new_suggested()
-                or info.get_current_history_length() >= inp.history_limit
-            ) and not self.deleting:
+            if history_full(inp.history_limit) and not self.deleting:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(ClusterInput(
                     inp.name, inp.uid, self.phase, False, self.lost, inp.heartbeat_timeout,
@@ -154,8 +151,5 @@ class ClusterWorkflow:
             "notify_cluster_jobs", ClusterJobsInput(inp.name, event, told),
             start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
         )
-        await workflow.execute_local_activity(
-            "remove_object", RemoveObjectInput("clusters", inp.name, inp.uid),
-            start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
-        )
+        await remove_object("clusters", inp.name, inp.uid)
         return "Deleted"

@@ -15,6 +15,9 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError
 
+with workflow.unsafe.imports_passed_through():
+    from skyshift.activities.types import RemoveObjectInput
+
 KIND = SearchAttributeKey.for_keyword("SkyShiftKind")
 NAMESPACE = SearchAttributeKey.for_keyword("SkyShiftNamespace")
 PHASE = SearchAttributeKey.for_keyword("SkyShiftPhase")
@@ -71,3 +74,17 @@ def upsert(values: list[tuple[SearchAttributeKey[str], str]], current: dict[str,
         return
     workflow.upsert_search_attributes([k.value_set(v) for k, v in changed])
     current.update({k.name: v for k, v in changed})
+
+
+def history_full(limit: int) -> bool:
+    """Time to continue-as-new: the server suggests it or the history reached ``limit`` events."""
+    info = workflow.info()
+    return info.is_continue_as_new_suggested() or info.get_current_history_length() >= limit
+
+
+async def remove_object(plural: str, name: str, uid: str, namespace: str | None = None) -> None:
+    """The finalizer's last step: delete the object from etcd (only if its uid still matches)."""
+    await workflow.execute_local_activity(
+        "remove_object", RemoveObjectInput(plural, name, uid, namespace),
+        start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+    )

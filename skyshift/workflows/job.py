@@ -53,7 +53,6 @@ with workflow.unsafe.imports_passed_through():
         Placement,
         ReadJobInput,
         ReadJobResult,
-        RemoveObjectInput,
         ReplicaRecord,
         ReplicaReport,
         ReplicaUpdate,
@@ -74,7 +73,9 @@ with workflow.unsafe.imports_passed_through():
         STORE_RETRY,
         STORE_TIMEOUT,
         current_keywords,
+        history_full,
         permanent_cause,
+        remove_object,
         upsert,
         wait,
     )
@@ -164,7 +165,7 @@ class JobWorkflow:
                 await self._finish(*v)
                 continue
             await self._act()
-            if self._idle() and self._history_full():
+            if self._idle() and history_full(self.inp.config.history_limit):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._idle():
                     workflow.continue_as_new(self._carry())
@@ -370,11 +371,7 @@ class JobWorkflow:
         await asyncio.gather(
             *(self._delete(c, [], self.inp.uid) for c in sorted(clusters))
         )
-        await workflow.execute_local_activity(
-            "remove_object",
-            RemoveObjectInput("jobs", self.inp.name, self.inp.uid, self.inp.namespace),
-            start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
-        )
+        await remove_object("jobs", self.inp.name, self.inp.uid, self.inp.namespace)
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self.successor is not None:
             workflow.continue_as_new(self.successor)
@@ -386,13 +383,6 @@ class JobWorkflow:
         return not (
             self.submits or self.background or self.placements or self.reports or self.events
             or self.results or self.spec_dirty or self.s.deleting or self.successor or self.fatal
-        )
-
-    def _history_full(self) -> bool:
-        info = workflow.info()
-        return (
-            info.is_continue_as_new_suggested()
-            or info.get_current_history_length() >= self.inp.config.history_limit
         )
 
     def _carry(self) -> JobInput:

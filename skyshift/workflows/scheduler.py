@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         KIND,
         STORE_RETRY,
         current_keywords,
+        history_full,
         upsert,
         wait,
     )
@@ -127,11 +128,7 @@ class SchedulerWorkflow:
             batch = self._due()[: self.cfg.max_batch]
             if batch:
                 await self._place(batch)
-            info = workflow.info()
-            if (
-                info.is_continue_as_new_suggested()
-                or info.get_current_history_length() >= self.cfg.history_limit
-            ):
+            if history_full(self.cfg.history_limit):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(SchedulerInput(self.state(), self.cfg))
 

@@ -54,7 +54,6 @@ with workflow.unsafe.imports_passed_through():
         SIG_ENSURE,
         SIG_SPEC,
         DeleteRequest,
-        RemoveObjectInput,
         SpecChanged,
         skylet_queue,
     )
@@ -69,7 +68,9 @@ with workflow.unsafe.imports_passed_through():
         STORE_RETRY,
         STORE_TIMEOUT,
         current_keywords,
+        history_full,
         permanent_cause,
+        remove_object,
         upsert,
         wait,
     )
@@ -139,7 +140,8 @@ class ServiceWorkflow:
                 await self._write_status()
             else:
                 await self._round()
-            if self._history_full() and not (self.spec_dirty or self.s.deleting):
+            busy = self.spec_dirty or self.s.deleting
+            if history_full(self.inp.config.history_limit) and not busy:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self._carry())
             self.poked = False
@@ -290,24 +292,13 @@ class ServiceWorkflow:
             EndpointsWrite(self.inp.namespace, self.inp.name, self.inp.uid, remove=True),
             start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
         )
-        await workflow.execute_local_activity(
-            "remove_object",
-            RemoveObjectInput("services", self.inp.name, self.inp.uid, self.inp.namespace),
-            start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
-        )
+        await remove_object("services", self.inp.name, self.inp.uid, self.inp.namespace)
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self.successor is not None:
             workflow.continue_as_new(self.successor)
         return "Deleted"
 
     # ---- continue-as-new --------------------------------------------------------------------
-
-    def _history_full(self) -> bool:
-        info = workflow.info()
-        return (
-            info.is_continue_as_new_suggested()
-            or info.get_current_history_length() >= self.inp.config.history_limit
-        )
 
     def _carry(self) -> ServiceInput:
         inp = self.inp
