@@ -15,8 +15,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift.activities.clusters import ClusterContext, Seen, SignalsFailed, signal_all
 from skyshift.activities.sync import SkyletWithSync, SyncConfig, Syncer
-from skyshift.compat.types import ReplicaStatus
-from tests.unit.test_sync_report_cancelled import FakeStore
+from tests.unit.test_sync_report_cancelled import FakeStore, replicas
 
 
 class FlakyClient:
@@ -36,11 +35,6 @@ class FlakyClient:
                 client.signals.append((wf_id, name, payload))
 
         return Handle()
-
-
-def replicas(state: str) -> list[ReplicaStatus]:
-    return [ReplicaStatus(name=f"job-uid1-{r}", job_uid="uid-1", namespace="default",
-                          job_name="job", rank=r, state=state) for r in range(2)]
 
 
 async def test_undelivered_signal_is_reported_next_round() -> None:
