@@ -316,6 +316,22 @@ class ObjectStore:
         prev = resp.responses[0].response_delete_range.prev_kvs[0]
         return decode(prev.value, resp.header.revision)
 
+    async def delete_from(
+        self, plural: str, first_name: str, namespace: str | None = None
+    ) -> int:
+        """Remove every object of ``plural`` (in ``namespace``) whose name sorts at or after
+        ``first_name``, in one request; returns how many were removed. For records named so that
+        key order is age order (the audit trail), this is how old ones are pruned."""
+        start = object_key(self.prefix, plural, first_name, namespace)
+        end = prefix_range_end(list_prefix(self.prefix, plural, namespace))
+        request = rpc.DeleteRangeRequest(key=start, range_end=end)
+        resp = await self._call(
+            f"prune {plural}",
+            lambda c: c.kvstub.DeleteRange(request, timeout=self.timeout, metadata=c.metadata),
+            retry=True,
+        )
+        return int(resp.deleted)
+
     async def guaranteed_update(
         self,
         plural: str,

@@ -9,6 +9,11 @@ PATCH and DELETE. Routes say what the request was about through :func:`note` (th
 authorization dependency does it for every object route); requests that never authenticated
 are only logged (writing them to etcd would let anyone fill it). A failed audit write is logged
 and does not undo the mutation.
+
+Records older than the retention (``SKYSHIFT_AUDIT_RETENTION_DAYS``, default 90; 0 keeps them
+forever) are pruned by the writer at most once per ``PRUNE_EVERY`` seconds: because names sort
+newest first, everything older than the cutoff is one contiguous key range, removed in one etcd
+request.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ AUDIT = "audit"
 MUTATIONS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _STATE_KEY = "skyshift_audit"
 _MAX_NS = 10**20
+PRUNE_EVERY = 600.0  # seconds between two prunes by one API replica
 
 
 def note(request: Request, **fields: Any) -> None:
@@ -45,12 +51,36 @@ def record_name(now_ns: int) -> str:
     return f"{_MAX_NS - now_ns:020d}-{secrets.token_hex(4)}"
 
 
+def cutoff_name(before_ns: int) -> str:
+    """The smallest record name of anything written before ``before_ns``."""
+    return f"{_MAX_NS - before_ns:020d}"
+
+
 class AuditLog:
-    def __init__(self, store: ObjectStore) -> None:
+    def __init__(self, store: ObjectStore, retention_days: float = 90.0) -> None:
         self.store = store
+        self.retention_days = retention_days
+        self._pruned_at = float("-inf")
+
+    async def prune(self, now_ns: int | None = None) -> int:
+        """Remove the records older than the retention; returns how many went."""
+        if self.retention_days <= 0:
+            return 0
+        now_ns = time.time_ns() if now_ns is None else now_ns
+        cutoff = now_ns - int(self.retention_days * 86400 * 1e9)
+        removed = await self.store.delete_from(AUDIT, cutoff_name(cutoff))
+        if removed:
+            log.info("pruned %d audit records older than %g days", removed, self.retention_days)
+        return removed
 
     async def write(self, fields: dict[str, Any]) -> None:
         now_ns = time.time_ns()
+        if time.monotonic() - self._pruned_at >= PRUNE_EVERY:
+            self._pruned_at = time.monotonic()
+            try:
+                await self.prune(now_ns)
+            except (StoreError, OSError) as exc:
+                log.warning("audit records not pruned: %s", exc)
         stamp = datetime.fromtimestamp(now_ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         record = {
             "kind": "AuditRecord",

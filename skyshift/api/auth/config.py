@@ -29,6 +29,14 @@ def _float(name: str, default: float) -> float:
     return number
 
 
+def _retention(name: str, default: float) -> float:
+    """Like ``_float``, but 0 is allowed (keep forever)."""
+    value = os.environ.get(name, "").strip()
+    if value in ("0", "0.0"):
+        return 0.0
+    return _float(name, default)
+
+
 def _int(name: str, default: int) -> int:
     return int(_float(name, default))
 
@@ -52,6 +60,8 @@ class AuthConfig:
     #: How long one replica trusts its cached users and roles before reading etcd again
     #: (``SKYSHIFT_AUTH_CACHE_SECONDS``); changes made through a replica apply there at once.
     cache_seconds: float = 1.0
+    #: Days audit records are kept (``SKYSHIFT_AUDIT_RETENTION_DAYS``; 0 keeps them forever).
+    audit_retention_days: float = 90.0
     #: argon2 cost parameters (the library's defaults; tests lower them to run fast).
     argon2_time_cost: int = 3
     argon2_memory_kib: int = 65536
@@ -68,6 +78,7 @@ class AuthConfig:
             max_failures_per_address=_int("SKYSHIFT_LOGIN_MAX_FAILURES_PER_ADDRESS", 20),
             throttle_window=_float("SKYSHIFT_LOGIN_THROTTLE_SECONDS", 300.0),
             cache_seconds=_float("SKYSHIFT_AUTH_CACHE_SECONDS", 1.0),
+            audit_retention_days=_retention("SKYSHIFT_AUDIT_RETENTION_DAYS", 90.0),
         )
 
     @property

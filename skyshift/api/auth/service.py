@@ -67,7 +67,7 @@ class AuthService:
         self.throttle = LoginThrottle(
             config.max_failures_per_user, config.max_failures_per_address, config.throttle_window
         )
-        self.audit = AuditLog(store)
+        self.audit = AuditLog(store, config.audit_retention_days)
         self.ready = False
         self._retry: asyncio.Task[None] | None = None
 
