@@ -1,45 +1,35 @@
 """The asyncio twin of :class:`~skyshift.client.client.SkyShiftClient`, for async tests and tools.
 
-Same methods and results; the shared logic lives in :mod:`skyshift.client.base`.
+Same methods and results; every call is written once in :mod:`skyshift.client.calls`.
 """
 
 from __future__ import annotations
 
 import builtins
-import json
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
-from skyshift.client.base import (
-    DEFAULT_TIMEOUT,
-    JSON_PATCH,
-    MERGE_PATCH,
-    Pager,
-    apply_body,
-    decode,
-    exec_result,
-    headers_for,
-    list_namespace,
-    parse_event,
-    resolve_target,
-    watch_params,
-)
-from skyshift.client.client import KindArg, Manifest, PatchType
-from skyshift.client.errors import ApiError, error_from_transport
-from skyshift.client.paths import (
-    collection_path,
-    manifest_target,
-    object_path,
-    resolve_kind,
-    selector_string,
-    to_manifest,
+from skyshift.client.base import DEFAULT_TIMEOUT, decode, parse_event
+from skyshift.client.calls import (
+    Calls,
+    Finished,
+    KindArg,
+    Manifest,
+    Op,
+    PatchType,
+    Reply,
+    step,
+    unreachable,
+    watch_errors,
 )
 from skyshift.client.types import ApplyResult, DeleteResult, ExecResult, WatchEvent
 
+T = TypeVar("T")
 
-class AsyncSkyShiftClient:
+
+class AsyncSkyShiftClient(Calls):
     """Async client of one API server; see :class:`SkyShiftClient` for the arguments."""
 
     def __init__(
@@ -50,16 +40,8 @@ class AsyncSkyShiftClient:
         namespace: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        target = resolve_target(server, token, namespace)
-        self.server = target.server
-        self.namespace = target.namespace
-        self.timeout = timeout
-        self._http = httpx.AsyncClient(
-            base_url=self.server,
-            headers=headers_for(target.token),
-            timeout=timeout,
-            transport=transport,
-        )
+        settings = self._settle(server, token, timeout, namespace)
+        self._http = httpx.AsyncClient(**settings, transport=transport)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -70,41 +52,24 @@ class AsyncSkyShiftClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-    ) -> httpx.Response:
-        content = None if body is None else json.dumps(body).encode()
-        headers = {"Content-Type": content_type} if content is not None else None
-        try:
-            return await self._http.request(
-                method, path, params=params, content=content, headers=headers
-            )
-        except httpx.TransportError as exc:
-            raise error_from_transport(exc, self.server) from exc
+    async def _run(self, op: Op[T]) -> T:
+        """Carry out a call (see :mod:`skyshift.client.calls`): send each request it makes."""
+        reply: Reply = None
+        while not isinstance(request := step(op, reply), Finished):
+            try:
+                reply = await self._http.request(**request.send_args())
+            except httpx.TransportError as exc:
+                reply = unreachable(exc, self.server)
+        return request.value
 
     async def _call(self, method: str, path: str, **kw: Any) -> Any:
-        return decode(await self._send(method, path, **kw))
-
-    async def _obj(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
-        data = await self._call(method, path, **kw)
-        if not isinstance(data, dict):
-            raise ApiError(0, "BadResponse", f"{method} {path}: expected a JSON object")
-        return data
+        return await self._run(self._call_op(method, path, **kw))
 
     async def create(self, obj: Manifest, namespace: str | None = None) -> dict[str, Any]:
-        data = to_manifest(obj)
-        info, _, ns = manifest_target(data, namespace or self.namespace)
-        return await self._obj("POST", collection_path(info, ns), body=data)
+        return await self._run(self._create_op(obj, namespace))
 
     async def get(self, kind: KindArg, name: str, namespace: str | None = None) -> dict[str, Any]:
-        info = resolve_kind(kind)
-        return await self._obj("GET", object_path(info, name, namespace or self.namespace))
+        return await self._run(self._get_op(kind, name, namespace))
 
     async def list(
         self,
@@ -114,17 +79,10 @@ class AsyncSkyShiftClient:
         limit: int | None = None,
         follow: bool = True,
     ) -> dict[str, Any]:
-        info = resolve_kind(kind)
-        path = collection_path(info, list_namespace(info, namespace, self.namespace))
-        pager = Pager(info, limit, selector_string(label_selector))
-        while pager.add(await self._call("GET", path, params=pager.params)) and follow:
-            pass
-        return pager.result(follow)
+        return await self._run(self._list_op(kind, namespace, label_selector, limit, follow))
 
     async def update(self, obj: Manifest, namespace: str | None = None) -> dict[str, Any]:
-        data = to_manifest(obj)
-        info, name, ns = manifest_target(data, namespace or self.namespace)
-        return await self._obj("PUT", object_path(info, name, ns), body=data)
+        return await self._run(self._update_op(obj, namespace))
 
     async def patch(
         self,
@@ -134,37 +92,13 @@ class AsyncSkyShiftClient:
         patch: Mapping[str, Any] | Sequence[Mapping[str, Any]],
         type: PatchType | None = None,
     ) -> dict[str, Any]:
-        info = resolve_kind(kind)
-        kind_of_patch = type or ("merge" if isinstance(patch, Mapping) else "json")
-        ctype = MERGE_PATCH if kind_of_patch == "merge" else JSON_PATCH
-        body: Any = dict(patch) if isinstance(patch, Mapping) else [dict(op) for op in patch]
-        path = object_path(info, name, namespace or self.namespace)
-        return await self._obj("PATCH", path, body=body, content_type=ctype)
+        return await self._run(self._patch_op(kind, name, namespace, patch, type))
 
     async def delete(self, kind: KindArg, name: str, namespace: str | None = None) -> DeleteResult:
-        info = resolve_kind(kind)
-        resp = await self._send("DELETE", object_path(info, name, namespace or self.namespace))
-        data = decode(resp)
-        return DeleteResult(resp.status_code, data if isinstance(data, dict) else None)
+        return await self._run(self._delete_op(kind, name, namespace))
 
     async def apply(self, obj: Manifest, namespace: str | None = None) -> ApplyResult:
-        data = to_manifest(obj)
-        info, name, ns = manifest_target(data, namespace or self.namespace)
-        try:
-            created = await self._obj("POST", collection_path(info, ns), body=data)
-            return ApplyResult("created", created)
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
-            try:
-                current = await self.get(info.kind, name, ns)
-            except ApiError:
-                raise exc from None
-        body = apply_body(data, current)
-        if body is None:
-            return ApplyResult("unchanged", current)
-        updated = await self._obj("PUT", object_path(info, name, ns), body=body)
-        return ApplyResult("configured", updated)
+        return await self._run(self._apply_op(obj, namespace))
 
     async def watch(
         self,
@@ -176,17 +110,9 @@ class AsyncSkyShiftClient:
         timeout: float | None = None,
     ) -> AsyncIterator[WatchEvent]:
         """Async generator of watch events (``async for ev in client.watch("jobs")``)."""
-        info = resolve_kind(kind)
-        ns = namespace or self.namespace
-        path = (
-            object_path(info, name, ns)
-            if name
-            else collection_path(info, list_namespace(info, namespace, self.namespace))
-        )
-        params = watch_params(resource_version, selector_string(label_selector), timeout)
-        tmo = httpx.Timeout(self.timeout, read=timeout)
-        try:
-            async with self._http.stream("GET", path, params=params, timeout=tmo) as resp:
+        args = self._watch_args(kind, name, namespace, resource_version, label_selector, timeout)
+        with watch_errors(self.server):
+            async with self._http.stream(**args) as resp:
                 if resp.status_code >= 400:
                     await resp.aread()
                     decode(resp)
@@ -194,18 +120,9 @@ class AsyncSkyShiftClient:
                     event = parse_event(line)
                     if event is not None:
                         yield event
-        except httpx.ReadTimeout:
-            return
-        except httpx.TransportError as exc:
-            raise error_from_transport(exc, self.server) from exc
 
     async def logs(self, name: str, namespace: str | None = None, tail: int | None = None) -> str:
-        params = {"tail": str(tail)} if tail is not None else None
-        path = object_path(resolve_kind("jobs"), name, namespace or self.namespace) + "/logs"
-        data = await self._call("GET", path, params=params)
-        if data is None:
-            return ""
-        return data if isinstance(data, str) else json.dumps(data)
+        return await self._run(self._logs_op(name, namespace, tail))
 
     async def exec(
         self,
@@ -214,9 +131,7 @@ class AsyncSkyShiftClient:
         namespace: str | None = None,
         rank: int = 0,
     ) -> ExecResult:
-        path = object_path(resolve_kind("jobs"), name, namespace or self.namespace) + "/exec"
-        body = {"command": list(command), "rank": rank}
-        return exec_result(await self._call("POST", path, body=body))
+        return await self._run(self._exec_op(name, command, namespace, rank))
 
     async def healthz(self) -> Any:
         return await self._call("GET", "/healthz")

@@ -1,0 +1,276 @@
+"""Every call of the API written once, without I/O; the sync and async clients only carry it out.
+
+A call is a generator (:data:`Op`): it yields each :class:`Request` it needs and is sent the
+``httpx.Response`` (or, if the server was never reached, thrown the :class:`ApiError` that says
+so), then returns the call's result. :func:`step` resumes it; ``SkyShiftClient`` and
+``AsyncSkyShiftClient`` differ only in how they send a request (with or without ``await``).
+Paths, parameters, bodies, decoding, paging and apply all live here, so both clients behave
+alike by construction.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+import httpx
+
+from skyshift.client.base import (
+    JSON_PATCH,
+    MERGE_PATCH,
+    Pager,
+    apply_body,
+    decode,
+    exec_result,
+    headers_for,
+    list_namespace,
+    resolve_target,
+    watch_params,
+)
+from skyshift.client.errors import ApiError, error_from_transport
+from skyshift.client.paths import (
+    collection_path,
+    manifest_target,
+    object_path,
+    resolve_kind,
+    selector_string,
+    to_manifest,
+)
+from skyshift.client.types import ApplyResult, DeleteResult, ExecResult
+from skyshift.models import SkyObject
+
+KindArg = str | type[SkyObject]
+Manifest = Mapping[str, Any] | SkyObject
+PatchType = Literal["json", "merge"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One HTTP request of a call, relative to the client's server."""
+
+    method: str
+    path: str
+    params: Mapping[str, str] | None = None
+    body: Any = None
+    content_type: str = "application/json"
+
+    def send_args(self) -> dict[str, Any]:
+        """Keyword arguments of ``httpx.Client.request`` / ``httpx.AsyncClient.request``."""
+        content = None if self.body is None else json.dumps(self.body).encode()
+        headers = {"Content-Type": self.content_type} if content is not None else None
+        return {
+            "method": self.method,
+            "url": self.path,
+            "params": self.params,
+            "content": content,
+            "headers": headers,
+        }
+
+
+@dataclass(frozen=True)
+class Finished(Generic[T]):
+    """What :func:`step` returns when the call has its result."""
+
+    value: T
+
+
+#: A call: yields requests, is sent their responses, returns its result.
+Op = Generator[Request, httpx.Response, T]
+#: What a call is resumed with: the response, the failure to reach the server, or None to start.
+Reply = httpx.Response | ApiError | None
+
+
+def step(op: Op[T], reply: Reply) -> Request | Finished[T]:
+    """Resume ``op`` with the reply to its last request: its next request, or its result."""
+    try:
+        if isinstance(reply, ApiError):
+            return op.throw(reply)
+        return op.send(reply)  # type: ignore[arg-type]  # None starts the generator
+    except StopIteration as done:
+        return Finished(done.value)
+
+
+def unreachable(exc: httpx.TransportError, server: str) -> ApiError:
+    """The :class:`ApiError` of a request that never got an answer (caused by ``exc``)."""
+    error = error_from_transport(exc, server)
+    error.__cause__ = exc
+    return error
+
+
+@contextlib.contextmanager
+def watch_errors(server: str) -> Iterator[None]:
+    """Around a watch stream: a read that waits past the watch's timeout ends it quietly; not
+    reaching the server at all is an :class:`ApiError`."""
+    try:
+        yield
+    except httpx.ReadTimeout:
+        return
+    except httpx.TransportError as exc:
+        raise error_from_transport(exc, server) from exc
+
+
+class Calls:
+    """The calls of :class:`~skyshift.client.SkyShiftClient`, shared with its async twin.
+
+    ``server``, ``namespace`` (the default of calls that name none) and ``timeout`` are the
+    client's settings; the ``_*_op`` methods are the calls of the same name.
+    """
+
+    server: str
+    namespace: str
+    timeout: float
+
+    def _settle(
+        self, server: str | None, token: str | None, timeout: float, namespace: str | None
+    ) -> dict[str, Any]:
+        """Resolve the settings; returns the arguments of the httpx client (but transport)."""
+        target = resolve_target(server, token, namespace)
+        self.server = target.server
+        self.namespace = target.namespace
+        self.timeout = timeout
+        return {"base_url": self.server, "headers": headers_for(target.token), "timeout": timeout}
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _send_op(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Op[httpx.Response]:
+        return (yield Request(method, path, params, body, content_type))
+
+    def _call_op(self, method: str, path: str, **kw: Any) -> Op[Any]:
+        return decode((yield from self._send_op(method, path, **kw)))
+
+    def _obj_op(self, method: str, path: str, **kw: Any) -> Op[dict[str, Any]]:
+        data = yield from self._call_op(method, path, **kw)
+        if not isinstance(data, dict):
+            raise ApiError(0, "BadResponse", f"{method} {path}: expected a JSON object")
+        return data
+
+    # -- objects --------------------------------------------------------------------------------
+
+    def _create_op(self, obj: Manifest, namespace: str | None) -> Op[dict[str, Any]]:
+        data = to_manifest(obj)
+        info, _, ns = manifest_target(data, namespace or self.namespace)
+        return (yield from self._obj_op("POST", collection_path(info, ns), body=data))
+
+    def _get_op(self, kind: KindArg, name: str, namespace: str | None) -> Op[dict[str, Any]]:
+        path = object_path(resolve_kind(kind), name, namespace or self.namespace)
+        return (yield from self._obj_op("GET", path))
+
+    def _list_op(
+        self,
+        kind: KindArg,
+        namespace: str | None,
+        label_selector: str | Mapping[str, str] | None,
+        limit: int | None,
+        follow: bool,
+    ) -> Op[dict[str, Any]]:
+        info = resolve_kind(kind)
+        path = collection_path(info, list_namespace(info, namespace, self.namespace))
+        pager = Pager(info, limit, selector_string(label_selector))
+        while pager.add((yield from self._call_op("GET", path, params=pager.params))) and follow:
+            pass
+        return pager.result(follow)
+
+    def _update_op(self, obj: Manifest, namespace: str | None) -> Op[dict[str, Any]]:
+        data = to_manifest(obj)
+        info, name, ns = manifest_target(data, namespace or self.namespace)
+        return (yield from self._obj_op("PUT", object_path(info, name, ns), body=data))
+
+    def _patch_op(
+        self,
+        kind: KindArg,
+        name: str,
+        namespace: str | None,
+        patch: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        type: PatchType | None,
+    ) -> Op[dict[str, Any]]:
+        info = resolve_kind(kind)
+        kind_of_patch = type or ("merge" if isinstance(patch, Mapping) else "json")
+        ctype = MERGE_PATCH if kind_of_patch == "merge" else JSON_PATCH
+        body: Any = dict(patch) if isinstance(patch, Mapping) else [dict(op) for op in patch]
+        path = object_path(info, name, namespace or self.namespace)
+        return (yield from self._obj_op("PATCH", path, body=body, content_type=ctype))
+
+    def _delete_op(self, kind: KindArg, name: str, namespace: str | None) -> Op[DeleteResult]:
+        info = resolve_kind(kind)
+        path = object_path(info, name, namespace or self.namespace)
+        resp = yield from self._send_op("DELETE", path)
+        data = decode(resp)
+        return DeleteResult(resp.status_code, data if isinstance(data, dict) else None)
+
+    def _apply_op(self, obj: Manifest, namespace: str | None) -> Op[ApplyResult]:
+        data = to_manifest(obj)
+        info, name, ns = manifest_target(data, namespace or self.namespace)
+        try:
+            created = yield from self._obj_op("POST", collection_path(info, ns), body=data)
+            return ApplyResult("created", created)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            try:
+                current = yield from self._get_op(info.kind, name, ns)
+            except ApiError:
+                raise exc from None
+        body = apply_body(data, current)
+        if body is None:
+            return ApplyResult("unchanged", current)
+        updated = yield from self._obj_op("PUT", object_path(info, name, ns), body=body)
+        return ApplyResult("configured", updated)
+
+    def _watch_args(
+        self,
+        kind: KindArg,
+        name: str | None,
+        namespace: str | None,
+        resource_version: str | None,
+        label_selector: str | Mapping[str, str] | None,
+        timeout: float | None,
+    ) -> dict[str, Any]:
+        """Keyword arguments of ``httpx.Client.stream`` for a watch (an idle read ends it)."""
+        info = resolve_kind(kind)
+        ns = namespace or self.namespace
+        path = (
+            object_path(info, name, ns)
+            if name
+            else collection_path(info, list_namespace(info, namespace, self.namespace))
+        )
+        return {
+            "method": "GET",
+            "url": path,
+            "params": watch_params(resource_version, selector_string(label_selector), timeout),
+            "timeout": httpx.Timeout(self.timeout, read=timeout),
+        }
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    def _logs_op(self, name: str, namespace: str | None, tail: int | None) -> Op[str]:
+        params = {"tail": str(tail)} if tail is not None else None
+        path = object_path(resolve_kind("jobs"), name, namespace or self.namespace) + "/logs"
+        data = yield from self._call_op("GET", path, params=params)
+        if data is None:
+            return ""
+        return data if isinstance(data, str) else json.dumps(data)
+
+    def _exec_op(
+        self,
+        name: str,
+        command: builtins.list[str] | tuple[str, ...],
+        namespace: str | None,
+        rank: int,
+    ) -> Op[ExecResult]:
+        path = object_path(resolve_kind("jobs"), name, namespace or self.namespace) + "/exec"
+        body = {"command": list(command), "rank": rank}
+        return exec_result((yield from self._call_op("POST", path, body=body)))
