@@ -31,7 +31,11 @@ from bench._util import free_port
 
 
 @contextlib.contextmanager
-def api_stack(quota_gb: int = 4) -> Iterator[tuple[str, str]]:
+def api_stack(quota_gb: int = 4, log_level: str = "WARNING") -> Iterator[tuple[str, str]]:
+    """etcd + API server on free ports in a temporary SKYSHIFT_HOME; yields (url, admin token).
+
+    ``log_level`` is the server's (uvicorn's access log writes a line a request at INFO).
+    """
     tmp = Path(tempfile.mkdtemp(prefix="skyshift-bench-"))
     cport, pport, aport = free_port(), free_port(), free_port()
     etcd = subprocess.Popen(
@@ -46,7 +50,7 @@ def api_stack(quota_gb: int = 4) -> Iterator[tuple[str, str]]:
     )
     env = dict(os.environ, SKYSHIFT_ETCD=f"127.0.0.1:{cport}", SKYSHIFT_API_PORT=str(aport),
                SKYSHIFT_API_HOST="127.0.0.1", SKYSHIFT_HOME=str(tmp), SKYSHIFT_LIFECYCLE="off",
-               SKYSHIFT_LOG_LEVEL="WARNING")
+               SKYSHIFT_LOG_LEVEL=log_level)
     with open(tmp / "api.log", "w") as api_log:
         api = subprocess.Popen([sys.executable, "-m", "skyshift.api"], env=env,
                                stdout=subprocess.DEVNULL, stderr=api_log)

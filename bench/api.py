@@ -16,10 +16,7 @@ import contextlib
 import json
 import os
 import random
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -28,8 +25,8 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench._util import free_port, summary_ms, write_result
-from skyshift.client.auth import login
+from bench._authed import api_stack
+from bench._util import summary_ms, write_result
 
 NS = "bench"
 
@@ -44,44 +41,12 @@ def job(name: str) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def own_stack() -> Iterator[str]:
-    """etcd + API server on free ports in a temp dir; yields the API URL."""
-    tmp = Path(tempfile.mkdtemp(prefix="skyshift-bench-"))
-    cport, pport, aport = free_port(), free_port(), free_port()
-    etcd = subprocess.Popen(
-        [shutil.which("etcd") or "etcd", "--data-dir", str(tmp / "etcd"),
-         "--listen-client-urls", f"http://127.0.0.1:{cport}",
-         "--advertise-client-urls", f"http://127.0.0.1:{cport}",
-         "--listen-peer-urls", f"http://127.0.0.1:{pport}",
-         "--initial-advertise-peer-urls", f"http://127.0.0.1:{pport}",
-         "--initial-cluster", f"default=http://127.0.0.1:{pport}",
-         "--quota-backend-bytes", str(4 * 1024**3)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    env = dict(os.environ, SKYSHIFT_ETCD=f"127.0.0.1:{cport}", SKYSHIFT_API_PORT=str(aport),
-               SKYSHIFT_HOME=str(tmp), SKYSHIFT_LIFECYCLE="off")
-    with open(tmp / "api.log", "w") as api_log:
-        api = subprocess.Popen([sys.executable, "-m", "skyshift.api"], env=env,
-                               stdout=subprocess.DEVNULL, stderr=api_log)
-    url = f"http://127.0.0.1:{aport}"
-    try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            time.sleep(0.2)
-        else:
-            raise SystemExit(f"API server did not become ready; see {tmp / 'api.log'}")
-        # auth is always on: log in as the admin the server created (its password file)
-        password = (tmp / "auth" / "admin-password").read_text().strip()
-        os.environ["SKYSHIFT_TOKEN"] = login(url, "admin", password).token
+    """etcd + API server on free ports in a temp dir (bench/_authed.py); yields the API URL and
+    exports the admin's token as SKYSHIFT_TOKEN, which run() sends."""
+    # the server's own log level (INFO unless told): the figures include its access log
+    with api_stack(log_level=os.environ.get("SKYSHIFT_LOG_LEVEL", "INFO")) as (url, token):
+        os.environ["SKYSHIFT_TOKEN"] = token
         yield url
-    finally:
-        for p in (api, etcd):
-            p.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(10)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 async def timed(fn: Any, *args: Any, **kw: Any) -> tuple[float, httpx.Response]:
