@@ -19,6 +19,8 @@ Config (``Cluster.spec.config``)::
     command_timeout   seconds before a Slurm command counts as hung -> Transient [default 60]
     delete_wait       at most this many seconds a delete waits for Slurm to release the
                       cancelled jobs' resources [default 15]
+    sbatch_concurrency
+                      at most this many sbatch commands at once per cluster [default 8]
 
 How replicas map onto Slurm: one batch job per replica, ``--job-name=<replica name>`` and
 ``--comment=skyshift:v1;uid=..;ns=..;job=..;rank=..;attempt=..`` (the marker: jobs without it are
