@@ -52,7 +52,19 @@ FAULT_LABEL = {"skyshift-faults": "lifecycle"}
 TERMINAL = ("Succeeded", "Failed")
 STATES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 
-__all__ = ["FaultStack", "Progress", "census", "fault_seconds", "secs", "verify"]
+__all__ = [
+    "FaultStack",
+    "Outcome",
+    "Progress",
+    "census",
+    "fault_seconds",
+    "finish",
+    "jobs_in_flight",
+    "secs",
+    "two_clusters",
+    "until",
+    "verify",
+]
 
 
 # ---- the stack ----------------------------------------------------------------------------------
@@ -632,3 +644,65 @@ async def verify(
                 if cl not in ran:
                     v.problems.append(f"replica {r.name} on {cl} never ran there (ran: {ran})")
     return v, c
+
+
+# ---- steps the restart scenarios share ----------------------------------------------------------
+
+
+async def two_clusters(fs: FaultStack, cpus: int = 4) -> Progress:
+    """Local clusters ``fa`` and ``fb`` of ``cpus`` each, both Ready; returns a started
+    :class:`Progress` of the jobs."""
+    for name in ("fa", "fb"):
+        await fs.add_cluster(name, cpus)
+    for name in ("fa", "fb"):
+        await fs.cluster_phase(name, "Ready")
+    return Progress(fs).start()
+
+
+async def jobs_in_flight(
+    fs: FaultStack,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], set[str]]:
+    """On :func:`two_clusters`: twelve jobs (every fourth with two replicas: 15 replicas of 0.5
+    cpu) running until the gate ``end-flight`` opens, then four jobs of 1 cpu queued behind them.
+    Returns (the running jobs, the queued jobs, the replicas running 2 s after the queued ones
+    were submitted)."""
+    first = [fs.job_manifest(f"flight-{i:02d}", 1, replicas=2 if i % 4 == 0 else 1,
+                             gate="end-flight") for i in range(12)]
+    queued = [fs.job_manifest(f"queued-{i}", 3, cpus=1) for i in range(4)]
+    await fs.submit_all(first)
+    await fs.wait_started("flight-", 15)
+    await fs.submit_all(queued)  # 0.5 cpu is left: they wait for the first ones to end
+    await asyncio.sleep(2)
+    return first, queued, fs.running()
+
+
+async def until(since: float, seconds: float) -> None:
+    """Sleep until ``seconds`` after the monotonic time ``since`` (not at all if that passed)."""
+    await asyncio.sleep(max(0.0, seconds - (time.monotonic() - since)))
+
+
+@dataclass
+class Outcome:
+    """How a scenario ended: what every job should be, and :func:`verify`'s findings."""
+
+    expected: dict[str, str]
+    replicas: int
+    verdict: Verdict
+    census: Census
+
+    def summary(self) -> str:
+        runs = sum(map(len, self.census.runs.values()))
+        return f"{self.verdict.summary()}; ledger runs {runs}"
+
+
+async def finish(
+    fs: FaultStack, progress: Progress, manifests: list[dict[str, Any]], timeout: float
+) -> Outcome:
+    """Wait (at most ``timeout`` s) for every job of ``manifests`` to end, stop ``progress`` and
+    check that every one Succeeded with :func:`verify`."""
+    expected = {m["metadata"]["name"]: "Succeeded" for m in manifests}
+    jobs = await fs.wait_jobs(expected, timeout=timeout)
+    await progress.stop()
+    verdict, c = await verify(fs, jobs, expected)
+    replicas = sum(m["spec"]["replicas"] for m in manifests)
+    return Outcome(expected, replicas, verdict, c)

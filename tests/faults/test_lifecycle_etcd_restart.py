@@ -18,7 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.lifecycle_helpers import FaultStack, Progress, secs, verify
+from tests.faults.lifecycle_helpers import (
+    FaultStack,
+    finish,
+    jobs_in_flight,
+    secs,
+    two_clusters,
+    until,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -28,19 +35,8 @@ ENDS_AFTER = 2.0  # seconds into the outage when the running replicas end
 
 async def test_etcd_restart_with_jobs_in_flight(tmp_path: Path) -> None:
     async with FaultStack(tmp_path) as fs:
-        for name in ("fa", "fb"):
-            await fs.add_cluster(name, 4)
-        for name in ("fa", "fb"):
-            await fs.cluster_phase(name, "Ready")
-        progress = Progress(fs).start()
-        first = [fs.job_manifest(f"flight-{i:02d}", 1, replicas=2 if i % 4 == 0 else 1,
-                                 gate="end-flight") for i in range(12)]
-        queued = [fs.job_manifest(f"queued-{i}", 3, cpus=1) for i in range(4)]
-        await fs.submit_all(first)
-        await fs.wait_started("flight-", 15)
-        await fs.submit_all(queued)  # 0.5 cpu is left: they wait for the first ones to end
-        await asyncio.sleep(2)
-        live = fs.running()
+        progress = await two_clusters(fs)
+        first, queued, live = await jobs_in_flight(fs)
 
         t_stop = time.monotonic()
         how = await fs.stop("etcd")
@@ -48,23 +44,20 @@ async def test_etcd_restart_with_jobs_in_flight(tmp_path: Path) -> None:
         at_stop = progress.histogram()
         await asyncio.sleep(ENDS_AFTER)
         fs.release("end-flight")
-        await asyncio.sleep(max(0.0, OUTAGE - (time.monotonic() - stopped)))
+        await until(stopped, OUTAGE)
         still = fs.running()
 
         restarted, up_s = await fs.restart("etcd")
-        expected = {m["metadata"]["name"]: "Succeeded" for m in first + queued}
-        jobs = await fs.wait_jobs(expected, timeout=150)
-        await progress.stop()
-        verdict, c = await verify(fs, jobs, expected)
+        out = await finish(fs, progress, first + queued, timeout=150)
+        verdict = out.verdict
 
-        replicas = sum(m["spec"]["replicas"] for m in first + queued)
-        print(f"\n[etcd-restart] {len(expected)} jobs ({replicas} replicas) on 2 clusters; etcd "
-              f"{how} in {stopped - t_stop:.1f}s with {len(live)} replicas running, phases "
+        print(f"\n[etcd-restart] {len(out.expected)} jobs ({out.replicas} replicas) on 2 clusters; "
+              f"etcd {how} in {stopped - t_stop:.1f}s with {len(live)} replicas running, phases "
               f"{at_stop}; {len(live - still)} replicas ended {ENDS_AFTER:g}s into the outage; "
               f"job list answered by the API {progress.failed_polls} times not 200")
         print(f"[etcd-restart] healthy again {restarted - stopped:.1f}s after it stopped "
               f"(`skyshift up` took {up_s:.1f}s); first phase change "
               f"{secs(progress.first_change_after(restarted))} after that; all jobs terminal "
-              f"{secs(progress.all_terminal_after(restarted, expected))} after it")
-        print(f"[etcd-restart] {verdict.summary()}; ledger runs {sum(map(len, c.runs.values()))}")
+              f"{secs(progress.all_terminal_after(restarted, out.expected))} after it")
+        print(f"[etcd-restart] {out.summary()}")
         assert not verdict.problems, "\n".join(verdict.problems[:20])

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.lifecycle_helpers import FaultStack, Progress, secs, verify
+from tests.faults.lifecycle_helpers import FaultStack, finish, secs, two_clusters, until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -28,11 +28,7 @@ OUTAGE = 6.0  # seconds the skylet manager stays dead
 
 async def test_kill_9_skylet_manager_while_replicas_run(tmp_path: Path) -> None:
     async with FaultStack(tmp_path) as fs:
-        for name in ("fa", "fb"):
-            await fs.add_cluster(name, 4)
-        for name in ("fa", "fb"):
-            await fs.cluster_phase(name, "Ready")
-        progress = Progress(fs).start()
+        progress = await two_clusters(fs)
         first = [fs.job_manifest(f"run-{i:02d}", 1, replicas=2 if i % 3 == 0 else 1,
                                  gate="end-short" if i % 2 else "end-long") for i in range(12)]
         await fs.submit_all(first)
@@ -46,27 +42,24 @@ async def test_kill_9_skylet_manager_while_replicas_run(tmp_path: Path) -> None:
         await fs.submit_all(late)
         await asyncio.sleep(2)
         fs.release("end-short")
-        await asyncio.sleep(max(0.0, OUTAGE - (time.monotonic() - killed)))
+        await until(killed, OUTAGE)
         still = fs.running()
         ended_unseen = len(live - still)
 
         restarted, up_s = await fs.restart("skylet-manager")
         await asyncio.sleep(3)
         fs.release("end-long")
-        expected = {m["metadata"]["name"]: "Succeeded" for m in first + late}
-        jobs = await fs.wait_jobs(expected, timeout=300)
-        await progress.stop()
-        verdict, c = await verify(fs, jobs, expected)
+        out = await finish(fs, progress, first + late, timeout=300)
+        verdict = out.verdict
 
-        replicas = sum(m["spec"]["replicas"] for m in first + late)
-        print(f"\n[skylet-kill] {len(expected)} jobs ({replicas} replicas) on 2 clusters; skylet "
-              f"manager (pid {pid}) killed with {len(live)} replicas running, phases {at_kill}; "
-              f"4 jobs submitted while it was dead; {ended_unseen} replicas ended unseen, "
-              f"{len(live & still)} still ran at the restart")
+        print(f"\n[skylet-kill] {len(out.expected)} jobs ({out.replicas} replicas) on 2 clusters; "
+              f"skylet manager (pid {pid}) killed with {len(live)} replicas running, phases "
+              f"{at_kill}; 4 jobs submitted while it was dead; {ended_unseen} replicas ended "
+              f"unseen, {len(live & still)} still ran at the restart")
         print(f"[skylet-kill] dead {restarted - killed:.1f}s until a new one polled (`skyshift "
               f"up` took {up_s:.1f}s); first job Succeeded "
               f"{secs(progress.first_change_after(restarted, ('Succeeded',)))} after the restart, "
-              f"all jobs terminal {secs(progress.all_terminal_after(restarted, expected))} after "
-              f"it")
-        print(f"[skylet-kill] {verdict.summary()}; ledger runs {sum(map(len, c.runs.values()))}")
+              f"all jobs terminal {secs(progress.all_terminal_after(restarted, out.expected))} "
+              f"after it")
+        print(f"[skylet-kill] {out.summary()}")
         assert not verdict.problems, "\n".join(verdict.problems[:20])

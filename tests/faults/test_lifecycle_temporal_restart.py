@@ -20,7 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.lifecycle_helpers import FaultStack, Progress, secs, verify
+from tests.faults.lifecycle_helpers import (
+    FaultStack,
+    finish,
+    jobs_in_flight,
+    secs,
+    two_clusters,
+    until,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -30,19 +37,8 @@ ENDS_AFTER = 2.0  # seconds into the outage when the running replicas end
 
 async def test_temporal_restart_with_jobs_in_flight(tmp_path: Path) -> None:
     async with FaultStack(tmp_path) as fs:
-        for name in ("fa", "fb"):
-            await fs.add_cluster(name, 4)
-        for name in ("fa", "fb"):
-            await fs.cluster_phase(name, "Ready")
-        progress = Progress(fs).start()
-        first = [fs.job_manifest(f"flight-{i:02d}", 1, replicas=2 if i % 4 == 0 else 1,
-                                 gate="end-flight") for i in range(12)]
-        queued = [fs.job_manifest(f"queued-{i}", 3, cpus=1) for i in range(4)]
-        await fs.submit_all(first)
-        await fs.wait_started("flight-", 15)
-        await fs.submit_all(queued)  # 0.5 cpu is left: they wait for the first ones to end
-        await asyncio.sleep(2)
-        live = fs.running()
+        progress = await two_clusters(fs)
+        first, queued, live = await jobs_in_flight(fs)
 
         t_stop = time.monotonic()
         how = await fs.stop("temporal")
@@ -52,31 +48,27 @@ async def test_temporal_restart_with_jobs_in_flight(tmp_path: Path) -> None:
         creates = asyncio.create_task(fs.submit_all(late, concurrency=4))
         await asyncio.sleep(ENDS_AFTER)
         fs.release("end-flight")
-        await asyncio.sleep(max(0.0, OUTAGE - (time.monotonic() - stopped)))
+        await until(stopped, OUTAGE)
         still = fs.running()
 
         restarted, up_s = await fs.restart("temporal")
         slowest_create = await creates
-        expected = {m["metadata"]["name"]: "Succeeded" for m in first + queued + late}
-        jobs = await fs.wait_jobs(expected, timeout=150)
-        await progress.stop()
+        out = await finish(fs, progress, first + queued + late, timeout=150)
+        verdict = out.verdict
         late_names = {m["metadata"]["name"] for m in late}
         late_moved = [t for t, name, _, new in progress.changes
                       if name in late_names and new != "Pending"]
-        verdict, c = await verify(fs, jobs, expected)
 
-        replicas = sum(m["spec"]["replicas"] for m in first + queued + late)
-        print(f"\n[temporal-restart] {len(expected)} jobs ({replicas} replicas) on 2 clusters; "
-              f"Temporal {how} in {stopped - t_stop:.1f}s with {len(live)} replicas running, "
-              f"phases {at_stop}; {len(live - still)} replicas ended {ENDS_AFTER:g}s into the "
-              f"outage, 4 jobs created meanwhile (slowest answer {slowest_create:.1f}s)")
+        print(f"\n[temporal-restart] {len(out.expected)} jobs ({out.replicas} replicas) on 2 "
+              f"clusters; Temporal {how} in {stopped - t_stop:.1f}s with {len(live)} replicas "
+              f"running, phases {at_stop}; {len(live - still)} replicas ended {ENDS_AFTER:g}s "
+              f"into the outage, 4 jobs created meanwhile (slowest answer {slowest_create:.1f}s)")
         first_change = progress.first_change_after(restarted)
         created_moved = max(late_moved) - restarted if late_moved else None
         print(f"[temporal-restart] listening again {restarted - stopped:.1f}s after it stopped "
               f"(`skyshift up` took {up_s:.1f}s); first phase change {secs(first_change)} after "
               f"that; jobs created during the outage left Pending {secs(created_moved)} after it; "
-              f"all jobs terminal {secs(progress.all_terminal_after(restarted, expected))} after "
-              f"it")
-        print(f"[temporal-restart] {verdict.summary()}; ledger runs "
-              f"{sum(map(len, c.runs.values()))}")
+              f"all jobs terminal {secs(progress.all_terminal_after(restarted, out.expected))} "
+              f"after it")
+        print(f"[temporal-restart] {out.summary()}")
         assert not verdict.problems, "\n".join(verdict.problems[:20])
