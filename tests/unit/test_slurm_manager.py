@@ -327,6 +327,7 @@ async def test_never_fitting_request_is_permanent(manager: SlurmManager) -> None
     ({"sbatch_args": "--exclusive"}, "sbatch_args"),
     ({"container_runtime": "docker"}, "container_runtime"),
     ({"slurm_conf": 3}, "slurm_conf"),
+    ({"sbatch_concurrency": 0}, "sbatch_concurrency"),
 ])
 def test_bad_config_is_permanent(config: dict[str, Any], match: str) -> None:
     with pytest.raises(Permanent, match=match):
