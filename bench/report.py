@@ -295,7 +295,7 @@ def section_store(store: dict[str, Any]) -> str:
 
 def section_scheduler(s: dict[str, Any]) -> str:
     if "batch_p50_ms" not in s:
-        return "## Scheduler (bench/scheduler.py)\n\n```\n" + s.get("stdout", "") + "\n```\n"
+        return "## Scheduler (bench/scheduler.py)\n\n```\n" + str(s.get("stdout", "")) + "\n```\n"
     return (
         "## Scheduler (bench/scheduler.py)\n\n"
         f"One placement batch of {fmt(s.get('jobs'))} jobs x {s.get('replicas')} replicas over "
