@@ -55,6 +55,9 @@ _TOKEN_LEN = 33  # 32 hex digits and a newline
 Stamp = tuple[int, int, int]
 
 
+_MICRO = 1_000_000  # usage sums in millionths of a core / of a MB
+
+
 @dataclass
 class Replica:
     spec: ReplicaSpec
@@ -203,7 +206,6 @@ class ReplicaIndex:
         self._entries: dict[str, _Entry] = {}
         self._live: set[str] = set()  # entries whose status is not final
         self._names: list[str] | None = None  # sorted names (None: rebuild)
-        self._live_names: list[str] | None = None  # sorted live names (None: rebuild)
         self._loaded = False
         self._dir_stamp: Stamp | None = None  # replicas/ when last listed
         self._checked = float("-inf")  # monotonic time of the last liveness pass
@@ -359,7 +361,6 @@ class ReplicaIndex:
             self._live.add(name)
         else:
             return
-        self._live_names = None
         self._version += 1
 
     def _drop(self, name: str) -> None:
@@ -368,7 +369,6 @@ class ReplicaIndex:
             self._version += 1
         if name in self._live:
             self._live.discard(name)
-            self._live_names = None
 
     def _sorted(self) -> list[str]:
         if self._names is None:
@@ -376,15 +376,29 @@ class ReplicaIndex:
         return self._names
 
     def _used(self, nodes: Iterable[str]) -> dict[str, Resources]:
-        """Summed in name order, like a full listing, so equal sets give equal floats."""
+        """Summed in integer micro-units, so the result does not depend on the order of the
+        replicas and costs no Resources object per replica (it is recomputed after every
+        change, i.e. once per submit during a burst)."""
         if self._usage is None or self._usage[0] != self._version:
-            if self._live_names is None:
-                self._live_names = sorted(self._live)
-            used: dict[str, Resources] = {}
-            for name in self._live_names:
+            sums: dict[str, list[int]] = {}
+            accs: dict[str, dict[str, int]] = {}
+            for name in self._live:
                 e = self._entries[name]
-                if not e.status.finished:
-                    used[e.rep.node] = used.get(e.rep.node, Resources()) + e.rep.spec.resources
+                if e.status.finished:
+                    continue
+                r, node = e.rep.spec.resources, e.rep.node
+                acc = sums.get(node)
+                if acc is None:
+                    acc = sums[node] = [0, 0, 0]
+                acc[0] += round(r.cpus * _MICRO)
+                acc[1] += round(r.memory * _MICRO)
+                acc[2] += r.gpus
+                if r.accelerators:
+                    mine = accs.setdefault(node, {})
+                    for k, v in r.accelerators.items():
+                        mine[k] = mine.get(k, 0) + v
+            used = {node: Resources(c / _MICRO, m / _MICRO, g, accs.get(node, {}))
+                    for node, (c, m, g) in sums.items()}
             self._usage = (self._version, used)
         used = self._usage[1]
         return {node: used.get(node, Resources()) for node in nodes}
