@@ -336,7 +336,7 @@ async def main(args: argparse.Namespace, tmp: Path, procs: list[Any]) -> None:
                 await bench.idle(small, args.idle_window, "idle_small")
             rate, names = await bench.burst(args.burst)
             await bench.idle(small + names, args.idle_window)
-            ceiling = await bench.ceiling(args.ceiling)
+            ceiling = await bench.ceiling(args.ceiling or args.burst)
             print(f"burst / ceiling = {rate / ceiling:.2f}")
             bench.results["burst_over_ceiling"] = round(rate / ceiling, 3)
         try:
@@ -362,7 +362,8 @@ if __name__ == "__main__":
     ap.add_argument("--spawn", action="store_true", help="run a private stack")
     ap.add_argument("--latency-jobs", type=int, default=200)
     ap.add_argument("--burst", type=int, default=1000)
-    ap.add_argument("--ceiling", type=int, default=300)
+    ap.add_argument("--ceiling", type=int, default=None,
+                    help="minimal workflows to run (default: as many as the burst has jobs)")
     ap.add_argument("--idle-window", type=float, default=30.0)
     ap.add_argument("--idle-small", type=int, default=100,
                     help="jobs running during the first idle window (0: skip it)")

@@ -307,7 +307,44 @@ def section_scheduler(s: dict[str, Any]) -> str:
     )
 
 
-def section_generic(name: str, data: dict[str, Any], images: list[str]) -> str:
+def lifecycle_targets(d: dict[str, Any]) -> str:
+    """The lifecycle issue's targets beside this run's figures."""
+    lat, burst = d.get("submit_to_running") or {}, d.get("burst") or {}
+    ceil, idle, small = (d.get("minimal_workflow_ceiling") or {}, d.get("idle") or {},
+                         d.get("idle_small") or {})
+    ratio, fo = d.get("burst_over_ceiling"), d.get("failover_s")
+
+    def met(ok: bool | None) -> str:
+        return "n/a" if ok is None else ("met" if ok else "NOT met")
+
+    p50 = lat.get("p50_ms")
+    ev_small, ev_big = small.get("history_events_per_s"), idle.get("history_events_per_s")
+    rows = [
+        ["submit -> Running p50 (200 jobs one at a time)", "<= 500 ms",
+         f"{fmt(p50)} ms (p99 {fmt(lat.get('p99_ms'))} ms)",
+         met(None if p50 is None else p50 <= 500)],
+        ["burst / minimal-workflow ceiling", ">= 0.8",
+         f"{fmt(ratio)} ({fmt(burst.get('jobs_per_s'))} jobs/s over "
+         f"{fmt(ceil.get('workflows_per_s'))} workflows/s)",
+         met(None if ratio is None else ratio >= 0.8)],
+        ["idle Temporal history events/s", "not growing with running jobs",
+         f"{fmt(ev_small)} with {fmt(small.get('running_jobs'))} jobs, {fmt(ev_big)} with "
+         f"{fmt(idle.get('running_jobs'))}",
+         met(None if ev_small is None or ev_big is None else ev_big <= max(ev_small, 0.05))],
+        ["failover after a cluster is lost", "<= 15 s", f"{fmt(fo)} s",
+         met(None if fo is None else fo <= 15)],
+    ]
+    cpu_job, cpu_wf = burst.get("cpu_ms_per_job") or {}, ceil.get("cpu_ms_per_workflow") or {}
+    text = table(["target", "wanted", "this run", ""], rows) + "\n\n"
+    if cpu_job.get("total") and cpu_wf.get("total"):
+        text += (f"CPU per job (all processes of the stack): {fmt(cpu_job['total'])} ms, per "
+                 f"minimal workflow {fmt(cpu_wf['total'])} ms (ratio "
+                 f"{fmt(cpu_wf['total'] / cpu_job['total'])}): the machine-independent view of "
+                 "the same comparison; wall-clock rates vary between runs on a shared machine.\n\n")
+    return text
+
+
+def section_generic(name: str, data: dict[str, Any], images: list[str], lead: str = "") -> str:
     """Benchmarks this generator has no special layout for: their flat figures as a table."""
     rows: list[list[Any]] = []
 
@@ -319,7 +356,7 @@ def section_generic(name: str, data: dict[str, Any], images: list[str]) -> str:
             rows.append([prefix, value])
 
     walk("", {k: v for k, v in data.items() if k != "stdout"})
-    text = f"## {name} (bench/{name}.py)\n\n"
+    text = f"## {name} (bench/{name}.py)\n\n" + lead
     text += "".join(f"![{name}](../bench/results/{img})\n\n" for img in images)
     if rows:
         text += table(["figure", "value"], rows[:60]) + "\n"
@@ -353,7 +390,8 @@ def main() -> int:
             plot("lifecycle_submit_running.png", plot_lifecycle, samples)
         sections.append(section_generic(
             "lifecycle", lifecycle,
-            ["lifecycle_submit_running.png"] if "lifecycle_submit_running.png" in made else []))
+            ["lifecycle_submit_running.png"] if "lifecycle_submit_running.png" in made else [],
+            lifecycle_targets(lifecycle)))
     if "api" in benches:
         plot("api_latency.png", plot_api_latency, benches["api"])
         sections.append(section_api(benches["api"], benches.get("store_ops")))
