@@ -367,7 +367,12 @@ if __name__ == "__main__":
     ap.add_argument("--idle-window", type=float, default=30.0)
     ap.add_argument("--idle-small", type=int, default=100,
                     help="jobs running during the first idle window (0: skip it)")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: 20 latency jobs, a burst of 100, 5 s idle windows")
     arguments = ap.parse_args()
+    if arguments.quick:
+        arguments.latency_jobs, arguments.burst = 20, 100
+        arguments.idle_window, arguments.idle_small = 5.0, 10
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup on SIGTERM too
     workdir = Path(tempfile.mkdtemp(prefix="skyshift-bench-"))
     spawned = spawn(workdir)[1] if arguments.spawn else []
