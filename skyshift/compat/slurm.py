@@ -39,9 +39,10 @@ lock per name, lookups of concurrent submits shared, at most ``sbatch_concurrenc
 once); a delete runs alone (``slurm_gate``) but does not hold up ``replicas()``, which leaves
 out the names being deleted. ``exec`` runs ``srun --jobid=<id> --overlap`` in
 a running replica's allocation (with the env vars read back from its batch script). Slurm has
-no services: if the protocol grows service operations they raise ``Unsupported`` here. pyslurm
-is only detected (it would have to match the cluster's version); the command path is always
-used.
+no services: ``apply_service``/``delete_service`` raise ``Unsupported``, which a Service's
+workflow turns into phase Failed with that message. pyslurm is only detected (it would have to
+match the cluster's version: PyPI has 17.11, 18.8 and 25.11 only, and this project's test bed is
+Debian's 22.05); the command path is always used.
 """
 
 from __future__ import annotations
