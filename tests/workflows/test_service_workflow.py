@@ -229,7 +229,11 @@ async def test_cluster_without_services_fails_once_with_the_message(
         assert "Slurm clusters have no services" in (failed.message or "")
         assert "Kubernetes" in (failed.message or "")
         assert failed.cluster == ""
-        await workflow_env.sleep(20)  # several refreshes: no retry of the same spec
+        # several refreshes: no retry of the same spec. Not a multiple of the 5 s refresh: the
+        # time-skipping test server fails a workflow task whose local activities run while a
+        # timer fires ("invalid history builder state for action") and never retries it, which
+        # the spec-change signal below would otherwise hit about one run in three.
+        await workflow_env.sleep(17.5)
         await fakes.wait_for("service_view", 3)
         assert len(fakes.of("apply_service")) == 1
         # a spec change (to a cluster with services) tries again and succeeds
