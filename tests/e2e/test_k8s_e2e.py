@@ -49,7 +49,7 @@ from tests.e2e.k8s_helpers import (
     ranks_of,
 )
 from tests.fixtures.auth import admin_token
-from tests.fixtures.stack import DevStack, new_stack, require_stack_binaries
+from tests.fixtures.stack import DevStack, stack_up
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -64,20 +64,9 @@ CPUS, MEMORY = 3.0, 1000.0  # per replica: 2 per 8-CPU node, 4 per cluster
 def k8s_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     """``skyshift up`` in a private home on free ports (``skyshift down`` afterwards). KUBECONFIG
     points nowhere, so a cluster without a kubeconfig never reaches a developer's real one."""
-    require_stack_binaries()
     home = tmp_path_factory.mktemp("e2e-k8s-home")
-    stack = new_stack(home)
-    stack.extra_env["KUBECONFIG"] = str(home / "no-such-kubeconfig")
-    up = stack.run_skyshift("up")
-    if up.returncode != 0:
-        stack.run_skyshift("down")
-        pytest.fail(f"skyshift up failed (rc {up.returncode}):\n{up.stdout}\n{up.stderr}")
-    try:
+    with stack_up(home, {"KUBECONFIG": str(home / "no-such-kubeconfig")}) as stack:
         yield stack
-    finally:
-        down = stack.run_skyshift("down")
-        if down.returncode != 0:
-            print(f"skyshift down failed: {down.stdout}\n{down.stderr}")
 
 
 @pytest_asyncio.fixture(scope="module")

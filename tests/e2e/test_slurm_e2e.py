@@ -36,7 +36,7 @@ from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
 from skyshift.devstack.sim_slurm import SimSlurmCluster
 from tests.fixtures.auth import admin_token
-from tests.fixtures.stack import DevStack, new_stack, require_stack_binaries
+from tests.fixtures.stack import DevStack, stack_up
 
 if TYPE_CHECKING:
     from tests.fixtures.slurm import SshServer
@@ -54,18 +54,8 @@ Obj = dict[str, Any]
 @pytest.fixture(scope="module")
 def e2e_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     """``skyshift up`` in a private home on free ports (``skyshift down`` afterwards)."""
-    require_stack_binaries()
-    stack = new_stack(tmp_path_factory.mktemp("e2e-slurm-home"))
-    up = stack.run_skyshift("up")
-    if up.returncode != 0:
-        stack.run_skyshift("down")
-        pytest.fail(f"skyshift up failed (rc {up.returncode}):\n{up.stdout}\n{up.stderr}")
-    try:
+    with stack_up(tmp_path_factory.mktemp("e2e-slurm-home")) as stack:
         yield stack
-    finally:
-        down = stack.run_skyshift("down")
-        if down.returncode != 0:
-            print(f"skyshift down failed: {down.stdout}\n{down.stderr}")
 
 
 @dataclass
