@@ -67,15 +67,19 @@ def template_from_job(job: Job) -> JobTemplate:
     )
 
 
+def validation_summary(exc: ValidationError) -> str:
+    """The first few field errors of a manifest, as one line ("spec.x: why; ...")."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
+    )
+
+
 def parse_job(obj: Obj) -> tuple[JobTemplate | None, str]:
     """(template, "") for a valid Job manifest, (None, why) for one that can never run."""
     try:
         job = Job.model_validate(obj)
     except ValidationError as exc:
-        errors = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
-        )
-        return None, f"invalid job spec: {errors}"
+        return None, f"invalid job spec: {validation_summary(exc)}"
     return template_from_job(job), ""
 
 

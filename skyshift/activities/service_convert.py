@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from skyshift.activities.convert import validation_summary
 from skyshift.activities.service_types import (
     ServiceConfig,
     ServiceInput,
@@ -29,10 +30,7 @@ def parse_service(obj: Obj) -> tuple[ServiceTemplate | None, str]:
     try:
         svc = Service.model_validate(obj)
     except ValidationError as exc:
-        errors = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
-        )
-        return None, f"invalid service spec: {errors}"
+        return None, f"invalid service spec: {validation_summary(exc)}"
     spec = svc.spec
     return ServiceTemplate(
         type=spec.type,
