@@ -19,7 +19,6 @@ from temporalio.client import Client
 
 from skyshift.config import Settings
 from skyshift.store import ObjectStore, StoreError
-from skyshift.workers import payload_hints
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +96,5 @@ async def _pause(stop: asyncio.Event, seconds: float) -> None:
 
 
 def setup_logging() -> None:
-    """Logging for a worker process, plus its one-time tuning (see ``payload_hints``)."""
     level = os.environ.get("SKYSHIFT_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    payload_hints.install()

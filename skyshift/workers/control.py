@@ -25,6 +25,7 @@ from skyshift.activities.store import StoreActivities
 from skyshift.activities.types import CONTROL_QUEUE
 from skyshift.config import Settings
 from skyshift.store import ObjectStore
+from skyshift.workers import payload_hints
 from skyshift.workers.common import (
     clear_ready,
     connect_store,
@@ -102,6 +103,7 @@ async def serve(
 
 async def main() -> None:
     setup_logging()
+    payload_hints.install()  # decode payloads without re-resolving type hints each time
     settings = Settings.from_env()
     stop = stop_event()
     try:

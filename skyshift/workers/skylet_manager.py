@@ -42,6 +42,7 @@ from skyshift.compat.types import (
 )
 from skyshift.config import Settings
 from skyshift.store import ObjectStore, StoreError
+from skyshift.workers import payload_hints
 from skyshift.workers.common import (
     clear_ready,
     connect_store,
@@ -206,6 +207,7 @@ class SkyletManager:
 
 async def main() -> None:
     setup_logging()
+    payload_hints.install()  # decode payloads without re-resolving type hints each time
     settings = Settings.from_env()
     stop = stop_event()
     try:
