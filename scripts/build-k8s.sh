@@ -41,9 +41,13 @@ log() { printf '[build-k8s %4ds] %s\n' "$((SECONDS - start))" "$*" >&2; }
 kube_ok() {  # the binary exists and is stamped with the pinned version
   [ -x "$bin_dir/$1" ] && [ "$("$bin_dir/$1" --version 2>/dev/null)" = "Kubernetes $KUBE_VERSION" ]
 }
+# Version checks read a command's whole output into a variable before matching it. Piping it into
+# `grep -q` races under `set -o pipefail`: grep exits at the first match, the writer may then get
+# SIGPIPE, and the pipeline fails although the binary is fine (5 of 100 checks under load).
 kwok_ok() {  # go install records the main module version in the binary's build info
-  [ -x "$bin_dir/kwok" ] &&
-    "$GO" version -m "$bin_dir/kwok" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+sigs.k8s.io/kwok[[:space:]]+$KWOK_VERSION([[:space:]]|$)"
+  local info
+  [ -x "$bin_dir/kwok" ] && info="$("$GO" version -m "$bin_dir/kwok" 2>/dev/null)" &&
+    grep -Eq "^[[:space:]]+mod[[:space:]]+sigs.k8s.io/kwok[[:space:]]+$KWOK_VERSION([[:space:]]|$)" <<<"$info"
 }
 stages_dir="$cache_root/$KUBE_VERSION/stages"
 stage_files=(node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
@@ -53,7 +57,9 @@ stages_ok() {
   for f in "${stage_files[@]}"; do [ -s "$stages_dir/$(basename "$f")" ] || return 1; done
 }
 etcd_ok() {
-  [ -x "$bin_dir/etcd" ] && "$bin_dir/etcd" --version 2>/dev/null | grep -qx "etcd Version: ${ETCD_VERSION#v}"
+  local out
+  [ -x "$bin_dir/etcd" ] && out="$("$bin_dir/etcd" --version 2>/dev/null)" &&
+    grep -qx "etcd Version: ${ETCD_VERSION#v}" <<<"$out"
 }
 all_ok() {
   etcd_ok && kube_ok kube-apiserver && kube_ok kube-controller-manager && kube_ok kube-scheduler && kwok_ok &&
@@ -124,8 +130,8 @@ else
 fi
 
 if [ "$force" = 1 ] || ! stages_ok; then
-  kwok_src="$(cd / && "$GO" mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" |
-    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  kwok_json="$(cd / && "$GO" mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION")"
+  kwok_src="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$kwok_json")"
   [ -d "$kwok_src/kustomize/stage" ] || { log "kwok: module source not found"; exit 1; }
   mkdir -p "$stages_dir"
   for f in "${stage_files[@]}"; do cp -f "$kwok_src/kustomize/stage/$f" "$stages_dir/"; done

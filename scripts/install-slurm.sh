@@ -8,7 +8,8 @@ set -euo pipefail
 packages=(slurmctld slurmd slurm-client munge openssh-client openssh-server)
 missing=()
 for pkg in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+  # No `| grep -q` under pipefail: grep may exit before the writer is done and SIGPIPE fails the check.
+  if [ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)" != "install ok installed" ]; then
     missing+=("$pkg")
   fi
 done
