@@ -135,7 +135,11 @@ def error_for_status(status: int, body: bytes | str | None, what: str) -> Compat
 
 
 def translate(exc: BaseException, what: str) -> CompatError:
-    """Any client-side failure as a compat error (the caller chains ``exc``)."""
+    """Any client-side failure as a compat error (the caller chains ``exc``).
+
+    A compat error comes back as it is: callers re-raise those before calling this, since
+    ``raise translate(e) from e`` would make ``e`` its own cause.
+    """
     if isinstance(exc, CompatError):
         return exc
     if isinstance(exc, ApiException):
@@ -246,6 +250,8 @@ class KubeApi:
         try:
             resp = self._send(method, path, query, body, content_type, (5.0, read_timeout))
             data = resp.read()
+        except CompatError:
+            raise  # already ours (e.g. a bad kubeconfig): chaining it to itself made a cycle
         except Exception as exc:
             raise translate(exc, label) from exc
         if not 200 <= resp.status < 300:
@@ -262,6 +268,8 @@ class KubeApi:
         label = f"kubernetes cluster {self.cluster}: watch {path}"
         try:
             resp = self._send("GET", path, {**query, "watch": "true"}, None, None, (5.0, timeout))
+        except CompatError:
+            raise
         except Exception as exc:
             raise translate(exc, label) from exc
         if not 200 <= resp.status < 300:

@@ -135,3 +135,43 @@ def test_exec_exit_codes(channel, code):
 def test_exec_without_exec_support_is_unsupported():
     with pytest.raises(Unsupported):
         KubernetesManager._exit_code('{"status":"Failure","message":"no exec found for x"}', "e")
+
+
+def _cause_chain(err: BaseException) -> list[BaseException]:
+    """The ``__cause__`` chain of ``err``; fails on a cycle (which made the skylet recurse)."""
+    seen: list[BaseException] = []
+    while err is not None:
+        assert all(err is not s for s in seen), f"{type(err).__name__} is its own cause"
+        seen.append(err)
+        err = err.__cause__  # type: ignore[assignment]
+    return seen
+
+
+async def test_compat_errors_are_not_chained_to_themselves(tmp_path):
+    """A Permanent raised below request()/open_watch() must reach the caller as it was.
+
+    ``raise translate(exc) from exc`` returned the same CompatError and chained it to itself;
+    Temporal's failure converter then recursed until RecursionError (megabytes of log per minute)
+    and the permanent error was retried without limit.
+    """
+    from temporalio.api.failure.v1 import Failure
+    from temporalio.converter import DataConverter
+    from temporalio.exceptions import ApplicationError
+
+    path = kubeconfig(tmp_path, ["a"], current="a")
+    api = KubernetesManager("c", {"kubeconfig": path, "context": "nope"}).api
+    for call in (lambda: api.request("GET", "/api/v1/pods"),
+                 lambda: api.open_watch("/api/v1/pods", {}, 1.0)):
+        with pytest.raises(Permanent, match="nope") as info:
+            call()
+        _cause_chain(info.value)
+        # what an activity does with it: a non-retryable ApplicationError, encoded for Temporal
+        try:
+            raise ApplicationError(str(info.value), non_retryable=True) from info.value
+        except ApplicationError as app_err:
+            failure = Failure()
+            DataConverter.default.failure_converter.to_failure(
+                app_err, DataConverter.default.payload_converter, failure
+            )
+        assert failure.application_failure_info.non_retryable
+        assert "nope" in failure.message
