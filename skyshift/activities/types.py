@@ -31,6 +31,7 @@ SIG_ENSURE = "ensure"  # reconciler -> job: JobInput (a newer object reusing the
 SIG_ENQUEUE = "enqueue"  # job -> scheduler: EnqueueRequest
 SIG_DEQUEUE = "dequeue"  # job -> scheduler: DequeueRequest
 SIG_CAPACITY = "capacity"  # skylet -> scheduler: CapacityChanged
+SIG_RULES = "rules_changed"  # control worker -> scheduler: RulesChanged
 
 # replica states as the job workflow tracks them (compat states plus two of its own)
 PENDING, RUNNING, UNKNOWN = "Pending", "Running", "Unknown"
@@ -205,6 +206,13 @@ class CapacityChanged:
 
 
 @dataclass
+class RulesChanged:
+    """A FilterPolicy or a cluster's labels changed: every queued job is worth another try."""
+
+    what: str = ""  # e.g. "FilterPolicy default/gpu-only", for the log
+
+
+@dataclass
 class Reservation:
     """Capacity the scheduler handed out that the cluster's allocatable may not show yet."""
 
@@ -214,6 +222,9 @@ class Reservation:
     per_replica: Resources
     count: int
     placed_at: float
+    # a round left some job pending while subtracting this reservation; the cluster may already
+    # have shown it in its allocatable then (counted twice), so releasing it is worth a retry
+    pending_behind: bool = False
 
 
 @dataclass

@@ -95,8 +95,10 @@ def place_job(
         for s in ranked:
             reasons[s.name] = ledger.explain(s.name, req, job.replicas, s.headroom)
         reasons = dict(sorted(reasons.items()))
-        return Decision(job.key, job.uid, {}, reasons,
-                        pending_message(job.replicas, len(clusters), room, reasons))
+        message = pending_message(job.replicas, len(clusters), room, reasons)
+        if notes := missing_included(governing, {c.name for c in clusters}):
+            message += "; " + notes
+        return Decision(job.key, job.uid, {}, reasons, message)
 
     assignments: dict[str, int] = {}
     left = job.replicas
@@ -114,6 +116,19 @@ def place_job(
     spread = ", ".join(f"{name}={n}" for name, n in assignments.items())
     return Decision(job.key, job.uid, assignments, dict(sorted(reasons.items())),
                     f"placed {job.replicas} replicas: {spread}")
+
+
+def missing_included(policies: Sequence[FilterPolicyInfo], known: set[str]) -> str:
+    """Why a policy may block everything: it includes clusters that do not exist (yet)."""
+    parts = []
+    for p in policies:
+        if missing := sorted(set(p.include) - known):
+            shown = ", ".join(missing[:MAX_NAMES])
+            more = f" and {len(missing) - MAX_NAMES} more" if len(missing) > MAX_NAMES else ""
+            parts.append(
+                f"FilterPolicy {p.name} includes clusters that do not exist: {shown}{more}"
+            )
+    return "; ".join(parts)
 
 
 def pending_message(replicas: int, clusters: int, room: int, reasons: dict[str, str]) -> str:

@@ -38,6 +38,7 @@ from skyshift.workers.common import (
     stop_event,
 )
 from skyshift.workers.reconciler import Reconciler
+from skyshift.workers.rules_watch import RulesWatch, signal_scheduler
 from skyshift.workflows.cluster import ClusterWorkflow
 from skyshift.workflows.job import JobWorkflow
 from skyshift.workflows.ops import ReplicaOpWorkflow
@@ -86,17 +87,20 @@ async def serve(
     """Run the worker and the reconciler until ``stop`` is set."""
     worker = control_worker(client, store, sandbox=env_flag("SKYSHIFT_WORKFLOW_SANDBOX"))
     reconciler = Reconciler(store, client, reconcile_interval)
+    rules = RulesWatch(store, lambda what: signal_scheduler(client, what))
     async with worker:
-        rec = asyncio.create_task(reconciler.run(stop))
+        tasks = [asyncio.create_task(reconciler.run(stop)), asyncio.create_task(rules.run(stop))]
         if ready_file is not None:
             mark_ready(ready_file)
         log.info("control worker polling %s", CONTROL_QUEUE)
         try:
             await stop.wait()
         finally:
-            rec.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await rec
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             if ready_file is not None:
                 clear_ready(ready_file)
 

@@ -6,12 +6,16 @@ priority first then oldest, and hands them all to ONE ``place_batch`` activity, 
 against the clusters' allocatable capacity minus the reservations held here, writes their status
 and signals each placed job. A job that fits nowhere stays queued (its reasons are in its status,
 never Failed) and is tried again only when capacity is freed (a cluster's ``capacity`` signal or
-an expired reservation), so an idle queue costs nothing.
+an expired reservation) or the rules change (``rules_changed``: a FilterPolicy or a cluster's
+labels), so an idle queue costs nothing.
 
 Reservations: every placement is held here until the cluster reports (``capacity`` signal with
 ``seen_uids``) that its allocatable now accounts for that job, or until ``reservation_ttl``; that
 is what keeps a burst of concurrent submissions from overcommitting a cluster between two of its
-capacity reports. State is one dataclass, carried over continue-as-new.
+capacity reports. The skylet writes the allocatable before it reports the jobs seen, so a round
+in between subtracts them twice; a job left pending by such a round is tried again when one of
+the reservations it was judged against is confirmed (released without the capacity signal's
+``freed``). State is one dataclass, carried over continue-as-new.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         SIG_CAPACITY,
         SIG_DEQUEUE,
         SIG_ENQUEUE,
+        SIG_RULES,
         CapacityChanged,
         DequeueRequest,
         EnqueueRequest,
@@ -32,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         PlaceBatchResult,
         QueueEntry,
         Reservation,
+        RulesChanged,
         SchedulerInput,
         SchedulerState,
     )
@@ -47,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
 
 PLACE_TIMEOUT = timedelta(seconds=120)
 RETRY_DELAY = 2.0  # seconds before a job whose placement could not be delivered is tried again
+RECHECK_PATCH = "retry-pending-after-confirmed-reservation"
 
 
 def order(e: QueueEntry) -> tuple[int, float, str]:
@@ -82,8 +89,18 @@ class SchedulerWorkflow:
     @workflow.signal(name=SIG_CAPACITY)
     def capacity(self, c: CapacityChanged) -> None:
         seen = set(c.seen_uids)
+        confirmed = [r for r in self.reservations if r.cluster == c.cluster and r.uid in seen]
         self._release(lambda r: r.cluster == c.cluster and r.uid in seen, bump=False)
-        if c.freed:
+        # The skylet writes the allocatable before it sends this signal: a round in between
+        # subtracted these jobs twice and may have left a job pending that fits.
+        counted_twice = any(r.pending_behind for r in confirmed)
+        if c.freed or (counted_twice and workflow.patched(RECHECK_PATCH)):
+            self.epoch += 1
+
+    @workflow.signal(name=SIG_RULES)
+    def rules_changed(self, r: RulesChanged) -> None:
+        """Placement rules changed (policies, cluster labels): retry every queued job now."""
+        if self.queue:
             self.epoch += 1
 
     @workflow.query(name="state")
@@ -134,12 +151,16 @@ class SchedulerWorkflow:
 
     async def _place(self, batch: list[QueueEntry]) -> None:
         epoch = self.epoch
+        held = list(self.reservations)
         result: PlaceBatchResult = await workflow.execute_activity(
             "place_batch", PlaceBatchInput(batch, list(self.reservations)),
             result_type=PlaceBatchResult, start_to_close_timeout=PLACE_TIMEOUT,
             heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=STORE_RETRY,
         )
         now = workflow.now().timestamp()
+        if any(out.status == "pending" for out in result.outcomes):
+            for r in held:
+                r.pending_behind = True
         sent = {e.req.request.key: e for e in batch}
         for out in result.outcomes:
             entry = self.queue.get(out.key)

@@ -205,3 +205,17 @@ def test_preferences_never_override_filters() -> None:
     prefs = [Preference(match_labels={"cloud": "aws"}, weight=100)]
     flt = [Filter(match_labels={"cloud": "gcp"})]
     assert decide(job(flt, preferences=prefs)).assignments == {"gcp-eu": 1}
+
+
+def test_pending_message_names_included_clusters_that_do_not_exist() -> None:
+    """A policy whose include list names only missing clusters blocks the whole namespace;
+    `skyctl describe job` must say so instead of only 'not in the include list'."""
+    policy = FilterPolicyInfo("typo", "default", include=["onprem-1", "gpu-b"])
+    d = decide(job(), [policy])
+    assert not d.assignments
+    assert "FilterPolicy typo includes clusters that do not exist: gpu-b, onprem-1" in d.message
+    # a policy whose clusters all exist adds nothing
+    fine = FilterPolicyInfo("fine", "default", include=["onprem"])
+    big = JobRequest("x/b", "u", "default", {}, 0, 0.0, 1000, Resources(1, 100), [], [])
+    d = decide(big, [fine])
+    assert not d.assignments and "do not exist" not in d.message
