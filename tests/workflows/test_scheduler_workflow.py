@@ -167,3 +167,26 @@ async def test_continue_as_new_carries_queue(workflow_env: WorkflowEnvironment) 
         await h.signal(SIG_CAPACITY, CapacityChanged("a", [], freed=True))
         state = await settle(h, 0)
         assert len(state.reservations) == 8
+
+
+async def test_pending_retried_when_a_reservation_it_counted_twice_is_released(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """The skylet writes a cluster's allocatable first and tells the scheduler which jobs it now
+    accounts a moment later. A round in between subtracts those jobs twice (from the allocatable
+    and as reservations), so a job that fits is judged pending; when the reservation is then
+    released the job must be tried again, not wait for capacity that is already there."""
+    fakes = Fakes(allocatable={"a": 2.0})
+    async with workers(workflow_env.client, fakes, []) as q:
+        h = await start(workflow_env.client, q)
+        first, second = request("first", 1), request("second", 1)
+        await h.signal(SIG_ENQUEUE, first)
+        await settle(h, 0)
+        # the cluster runs the first job (allocatable 1 free) but has not reported it seen yet
+        fakes.allocatable["a"] = 1.0
+        await h.signal(SIG_ENQUEUE, second)
+        state = await settle(h, 1)
+        assert "insufficient resources" in state.queue[0].last_message  # counted twice
+        await h.signal(SIG_CAPACITY, CapacityChanged("a", [first.request.uid], freed=False))
+        state = await settle(h, 0)
+        assert sorted(r.key for r in state.reservations) == ["ns/second"]
