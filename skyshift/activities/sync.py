@@ -9,7 +9,8 @@ cluster, not per job) and turns differences into the few writes and signals that
   signal per job per interval, and the job's per-cluster counts are written (Running from here,
   so reaching Running costs the job no workflow round trip).
 * The scheduler is signalled when capacity is freed or when new replicas show up in the
-  allocatable it reads (so it can drop its reservations for them).
+  allocatable it reads, with how many per job (so it drops its reservations for exactly those:
+  a job's replicas may appear over several rounds).
 * Unreachable for longer than ``lost_after``: phase Error, and every job with live replicas here
   is told "lost" so it fails over. Back again: phase Ready, the jobs are told "recovered" (they
   delete what moved away), and replicas of jobs that no longer exist are removed.
@@ -172,7 +173,7 @@ class Syncer:
         if lost:
             event = ClusterEvent(name, "recovered", f"cluster {name} is reachable again")
             await signal_all(self.acts.client, dict.fromkeys(lost, event), SIG_CLUSTER)
-        await self._tell_scheduler([], True)
+        await self._tell_scheduler({}, True)
 
     async def _write_cluster(
         self, inp: SyncInput, phase: str, message: str, state: ClusterState | None
@@ -236,11 +237,11 @@ class Syncer:
         ctx = self.ctx
         reports: dict[str, ReplicaReport] = {}
         touched: dict[str, tuple[str, str]] = {}  # uid -> (namespace, job)
-        new_uids: set[str] = set()
+        new_uids: dict[str, int] = {}  # job uid -> replicas listed for the first time
         current = {r.name: r for r in listing}
         for r in listing:
             if r.name not in ctx.listed:
-                new_uids.add(r.job_uid)
+                new_uids[r.job_uid] = new_uids.get(r.job_uid, 0) + 1
             prev = ctx.table.get(r.name)
             if prev is not None and (
                 r.attempt < prev.attempt or (prev.state, prev.attempt) == (r.state, r.attempt)
@@ -270,10 +271,13 @@ class Syncer:
         if reports:
             await signal_all(self.acts.client, dict(reports), SIG_REPLICAS)
         if new_uids or self.gained:
-            await self._tell_scheduler(sorted(new_uids), self.gained)
+            await self._tell_scheduler(new_uids, self.gained)
 
-    async def _tell_scheduler(self, uids: list[str], gained: bool) -> None:
-        payload = CapacityChanged(self.ctx.name, uids, gained)
+    async def _tell_scheduler(self, new: dict[str, int], gained: bool) -> None:
+        """``new``: replicas per job uid that the allocatable written this round accounts for
+        the first time (the scheduler drops that many of its reservations)."""
+        counts = dict(sorted(new.items()))
+        payload = CapacityChanged(self.ctx.name, list(counts), gained, seen_counts=counts)
         with contextlib.suppress(RPCError):  # no scheduler yet: nothing is queued
             await self.acts.client.get_workflow_handle(SCHEDULER_ID).signal(SIG_CAPACITY, payload)
 

@@ -203,6 +203,10 @@ class CapacityChanged:
     cluster: str
     seen_uids: list[str] = field(default_factory=list)  # jobs whose replicas it now accounts
     freed: bool = False  # capacity went up (or the cluster became Ready)
+    # how many replicas of each seen job appeared since the last report; a job's replicas may
+    # show up over several rounds, and only that many of its reserved ones are accounted yet
+    # (empty, from older skylets: every reservation of the seen jobs is accounted)
+    seen_counts: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

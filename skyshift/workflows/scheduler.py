@@ -90,7 +90,18 @@ class SchedulerWorkflow:
     def capacity(self, c: CapacityChanged) -> None:
         seen = set(c.seen_uids)
         confirmed = [r for r in self.reservations if r.cluster == c.cluster and r.uid in seen]
-        self._release(lambda r: r.cluster == c.cluster and r.uid in seen, bump=False)
+        if c.seen_counts:
+            # only as many replicas as appeared are accounted: keep holding the others (a
+            # reservation released while half a job's replicas were listed let the next round
+            # place another job onto capacity those replicas were about to take)
+            left = dict(c.seen_counts)
+            for r in confirmed:
+                took = min(r.count, left.get(r.uid, 0))
+                r.count -= took
+                left[r.uid] = left.get(r.uid, 0) - took
+            self._release(lambda r: r.count <= 0, bump=False)
+        else:
+            self._release(lambda r: r.cluster == c.cluster and r.uid in seen, bump=False)
         # The skylet writes the allocatable before it sends this signal: a round in between
         # subtracted these jobs twice and may have left a job pending that fits.
         counted_twice = any(r.pending_behind for r in confirmed)

@@ -190,3 +190,38 @@ async def test_pending_retried_when_a_reservation_it_counted_twice_is_released(
         await h.signal(SIG_CAPACITY, CapacityChanged("a", [first.request.uid], freed=False))
         state = await settle(h, 0)
         assert sorted(r.key for r in state.reservations) == ["ns/second"]
+
+
+async def test_reservation_kept_for_replicas_the_cluster_does_not_show_yet(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """A job's replicas can appear in the cluster's listing over several sync rounds (a submit
+    creates them one by one). Releasing the whole reservation when the first one shows up let
+    the next round give the second one's capacity to another job: an overcommit whose replica
+    then waits on the cluster for capacity that never frees."""
+    fakes = Fakes(allocatable={"a": 2.0})
+    async with workers(workflow_env.client, fakes, []) as q:
+        h = await start(workflow_env.client, q)
+        pair = request("pair", 1)
+        pair.request.replicas = 2
+        await h.signal(SIG_ENQUEUE, pair)
+        state = await settle(h, 0)
+        assert [r.count for r in state.reservations] == [2]
+        # one of its two replicas is listed (and in the allocatable), the other not yet
+        fakes.allocatable["a"] = 1.0
+        uid = pair.request.uid
+        await h.signal(SIG_CAPACITY, CapacityChanged("a", [uid], seen_counts={uid: 1}))
+        other = request("other", 1)
+        await h.signal(SIG_ENQUEUE, other)
+        state = await settle(h, 1)
+        assert [e.req.request.key for e in state.queue] == ["ns/other"]
+        assert [(r.key, r.count) for r in state.reservations] == [("ns/pair", 1)]
+        # the second replica shows up: nothing of the pair is held any more, other still waits
+        fakes.allocatable["a"] = 0.0
+        await h.signal(SIG_CAPACITY, CapacityChanged("a", [uid], seen_counts={uid: 1}))
+        for _ in range(100):
+            state = await h.query(SchedulerWorkflow.state)
+            if not state.reservations:
+                break
+            await asyncio.sleep(0.02)
+        assert not state.reservations and [e.req.request.key for e in state.queue] == ["ns/other"]
