@@ -15,7 +15,9 @@ is what keeps a burst of concurrent submissions from overcommitting a cluster be
 capacity reports. The skylet writes the allocatable before it reports the jobs seen, so a round
 in between subtracts them twice; a job left pending by such a round is tried again when one of
 the reservations it was judged against is confirmed (released without the capacity signal's
-``freed``). State is one dataclass, carried over continue-as-new.
+``freed``). A report can also come before the batch that placed the job has returned (its
+replicas started while the batch was still signalling other jobs); it is applied to the
+reservations that batch makes. State is one dataclass, carried over continue-as-new.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
 PLACE_TIMEOUT = timedelta(seconds=120)
 RETRY_DELAY = 2.0  # seconds before a job whose placement could not be delivered is tried again
 RECHECK_PATCH = "retry-pending-after-confirmed-reservation"
+EARLY_PATCH = "confirm-reservations-reported-before-placed"
 
 
 def order(e: QueueEntry) -> tuple[int, float, str]:
@@ -70,6 +73,8 @@ class SchedulerWorkflow:
         self.queue: dict[str, QueueEntry] = {e.req.request.key: e for e in st.queue}
         self.reservations: list[Reservation] = list(st.reservations)
         self.epoch = st.epoch
+        self.placing: set[str] = set()  # uids of the jobs in the batch being placed
+        self.early: list[CapacityChanged] = []  # their replicas, reported before the batch ended
 
     @workflow.signal(name=SIG_ENQUEUE)
     def enqueue(self, req: EnqueueRequest) -> None:
@@ -88,6 +93,23 @@ class SchedulerWorkflow:
 
     @workflow.signal(name=SIG_CAPACITY)
     def capacity(self, c: CapacityChanged) -> None:
+        if early := [u for u in c.seen_uids if u in self.placing]:
+            # placed by the batch in flight: their reservations are made when it returns
+            self.early.append(CapacityChanged(
+                c.cluster, early, seen_counts={u: n for u, n in c.seen_counts.items()
+                                               if u in self.placing}))
+            c = CapacityChanged(c.cluster, [u for u in c.seen_uids if u not in self.placing],
+                                c.freed, {u: n for u, n in c.seen_counts.items()
+                                          if u not in self.placing})
+        # The skylet writes the allocatable before it sends this signal: a round in between
+        # subtracted these jobs twice and may have left a job pending that fits.
+        counted_twice = self._confirm(c)
+        if c.freed or (counted_twice and workflow.patched(RECHECK_PATCH)):
+            self.epoch += 1
+
+    def _confirm(self, c: CapacityChanged) -> bool:
+        """Drop the reservations the cluster now accounts; True when one of them was
+        subtracted by a round that left a job pending."""
         seen = set(c.seen_uids)
         confirmed = [r for r in self.reservations if r.cluster == c.cluster and r.uid in seen]
         if c.seen_counts:
@@ -102,11 +124,7 @@ class SchedulerWorkflow:
             self._release(lambda r: r.count <= 0, bump=False)
         else:
             self._release(lambda r: r.cluster == c.cluster and r.uid in seen, bump=False)
-        # The skylet writes the allocatable before it sends this signal: a round in between
-        # subtracted these jobs twice and may have left a job pending that fits.
-        counted_twice = any(r.pending_behind for r in confirmed)
-        if c.freed or (counted_twice and workflow.patched(RECHECK_PATCH)):
-            self.epoch += 1
+        return any(r.pending_behind for r in confirmed)
 
     @workflow.signal(name=SIG_RULES)
     def rules_changed(self, r: RulesChanged) -> None:
@@ -163,6 +181,7 @@ class SchedulerWorkflow:
     async def _place(self, batch: list[QueueEntry]) -> None:
         epoch = self.epoch
         held = list(self.reservations)
+        self.placing = {e.req.request.uid for e in batch}
         result: PlaceBatchResult = await workflow.execute_activity(
             "place_batch", PlaceBatchInput(batch, list(self.reservations)),
             result_type=PlaceBatchResult, start_to_close_timeout=PLACE_TIMEOUT,
@@ -193,3 +212,8 @@ class SchedulerWorkflow:
                 entry.last_message = out.message
                 entry.tried_epoch = epoch if out.status == "pending" else -1
                 entry.not_before = now + RETRY_DELAY if out.status == "undelivered" else 0.0
+        self.placing = set()
+        early, self.early = self.early, []
+        if early and workflow.patched(EARLY_PATCH):
+            for c in early:  # a job's replicas can run before the batch that placed it returns
+                self._confirm(c)

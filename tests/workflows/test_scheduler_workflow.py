@@ -6,6 +6,7 @@ import asyncio
 import uuid
 
 import pytest
+from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
@@ -16,6 +17,8 @@ from skyshift.activities.types import (
     CapacityChanged,
     DequeueRequest,
     EnqueueRequest,
+    PlaceBatchInput,
+    PlaceBatchResult,
     QueueEntry,
     SchedulerConfig,
     SchedulerInput,
@@ -225,3 +228,42 @@ async def test_reservation_kept_for_replicas_the_cluster_does_not_show_yet(
                 break
             await asyncio.sleep(0.02)
         assert not state.reservations and [e.req.request.key for e in state.queue] == ["ns/other"]
+
+
+class GatedFakes(Fakes):
+    """place_batch decides at once but returns only when ``gate`` is set, like a batch whose
+    follow-ups (status writes, signals to many jobs) take a while on a loaded machine."""
+
+    gate: asyncio.Event  # set by the test
+
+    @activity.defn(name="place_batch")
+    async def place_batch(self, inp: PlaceBatchInput) -> PlaceBatchResult:
+        result = await Fakes.place_batch(self, inp)
+        await self.gate.wait()
+        return result
+
+
+async def test_replicas_reported_before_their_batch_returns_confirm_its_reservation(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """A placed job can have its replicas running, and the skylet report them, before the batch
+    that placed it has returned. That report must not be lost: the reservation made when the
+    batch returns would be held until it expires, counted twice with the allocatable that
+    already shows the job, and keep fitting jobs pending all that time."""
+    fakes = GatedFakes(allocatable={"a": 2.0})
+    fakes.gate = asyncio.Event()
+    async with workers(workflow_env.client, fakes, []) as q:
+        h = await start(workflow_env.client, q)
+        first = request("first", 1)
+        await h.signal(SIG_ENQUEUE, first)
+        await fakes.wait_for("place_batch")
+        fakes.allocatable["a"] = 1.0  # its replica runs, and the skylet says so
+        uid = first.request.uid
+        await h.signal(SIG_CAPACITY, CapacityChanged("a", [uid], seen_counts={uid: 1}))
+        await asyncio.sleep(0.2)
+        fakes.gate.set()
+        await settle(h, 0)
+        second = request("second", 1)
+        await h.signal(SIG_ENQUEUE, second)
+        state = await settle(h, 0)  # placed at once on the cpu that is still free
+        assert [r.key for r in state.reservations] == ["ns/second"]
