@@ -27,12 +27,14 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift.activities.convert import counts_of, merge_counts
+from skyshift.activities.envs import filled, needs_values
 from skyshift.activities.store import update_status
 from skyshift.activities.types import (
     SIG_CLUSTER,
     ClusterEvent,
     DeleteReplicasInput,
     DeleteReplicasResult,
+    JobRef,
     ReplicaOpInput,
     ReplicaOpResult,
     ReplicaUpdate,
@@ -44,7 +46,8 @@ from skyshift.activities.types import (
 )
 from skyshift.compat.base import ClusterManager
 from skyshift.compat.errors import CompatError, NotFound, Permanent, Transient
-from skyshift.compat.types import ReplicaStatus
+from skyshift.compat.types import ReplicaSpec, ReplicaStatus
+from skyshift.store import NotFound as StoreNotFound
 from skyshift.store import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -167,6 +170,27 @@ async def signal_all(client: Client, targets: dict[str, Any], signal: str) -> li
     return [w for w in done if w is not None]
 
 
+async def with_env_values(
+    store: ObjectStore, job: JobRef, replicas: list[ReplicaSpec]
+) -> list[ReplicaSpec]:
+    """The replicas to submit, env values read from the job's object in etcd (one read per
+    call; see ``activities.envs`` for why they are not in the workflow's payloads)."""
+    if not needs_values(replicas):
+        return replicas
+    gone = ApplicationError(
+        f"job {job.namespace}/{job.name} no longer exists: its env values cannot be read",
+        type="JobGone", non_retryable=True,
+    )
+    try:
+        obj = await store.get("jobs", job.name, job.namespace)
+    except StoreNotFound:
+        raise gone from None
+    if (obj.get("metadata") or {}).get("uid") != job.uid:
+        raise gone
+    envs = (obj.get("spec") or {}).get("envs") or {}
+    return filled(replicas, envs if isinstance(envs, dict) else {})
+
+
 class SkyletActivities:
     """The activities of one cluster's task queue (built by the skylet manager)."""
 
@@ -190,9 +214,10 @@ class SkyletActivities:
     async def submit_replicas(self, inp: SubmitInput) -> SubmitResult:
         """Create the replicas (idempotent by name; a higher attempt replaces the old one) and
         write the job's counts here, moving it to Running once all replicas have started."""
+        replicas = await with_env_values(self.store, inp.job, inp.replicas)
         with compat_errors():
             manager = await self.ctx.connect()
-            statuses = await heartbeating(manager.submit(inp.replicas))
+            statuses = await heartbeating(manager.submit(replicas))
         self.ctx.record(statuses)
         await self.write_counts(inp.job.namespace, inp.job.name, inp.job.uid)
         return SubmitResult([update_of(r) for r in statuses])

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from skyshift.activities.envs import redact
 from skyshift.activities.types import (
     ClusterInput,
     JobConfig,
@@ -48,7 +49,7 @@ def template_from_job(job: Job) -> JobTemplate:
     return JobTemplate(
         image=spec.image,
         run=spec.run,
-        envs=dict(spec.envs),
+        envs=redact(spec.envs),  # values stay in etcd, out of Temporal history
         ports=list(spec.ports),
         resources=spec.resources.to_resources(),
         replicas=spec.replicas,
