@@ -312,3 +312,32 @@ async def test_continues_as_new_keeping_state(workflow_env: WorkflowEnvironment)
         state = await workflow_env.client.get_workflow_handle(h.id).query(ServiceWorkflow.state)
         assert state.phase == "Ready" and state.cluster == a and state.cluster_ip == "10.0.0.1"
         assert len(fakes.of("apply_service")) == 1  # not applied again after continue-as-new
+
+
+class UnreachableFakes(ServiceFakes):
+    """A cluster that never answers: every delete there fails as a connection error would."""
+
+    @activity.defn(name="delete_service")
+    async def delete_service(self, inp: DeleteServiceInput) -> None:
+        self.calls.append(("delete_service", inp))
+        raise ApplicationError(f"cluster {inp.cluster} unreachable: connection refused")
+
+
+async def test_delete_on_an_unreachable_cluster_gives_up_after_the_teardown_timeout(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """Deleting a service whose cluster is away ends (the object is removed, what is left there
+    is the cluster's cleanup on return) instead of retrying for as long as the cluster is away."""
+    a = unique("a")
+    fakes = UnreachableFakes(view=ServiceView(placed={a: 1}, running={a: 1},
+                                              clusters={a: "Ready"}, jobs=1))
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        inp = service()
+        h = await start(workflow_env.client, q, inp)
+        await last_status(fakes, "Ready")
+        await h.signal(SIG_ENSURE, ServiceInput(inp.namespace, inp.name, inp.uid, 1,
+                                                deleting=True))
+        assert await asyncio.wait_for(h.result(), 60) == "Deleted"
+    assert len(fakes.of("delete_service")) >= 2  # it was retried before giving up
+    removed = fakes.of("remove_object")[0]
+    assert (removed.plural, removed.name) == ("services", inp.name)
