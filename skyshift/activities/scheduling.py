@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from temporalio import activity
@@ -39,6 +40,7 @@ from skyshift.activities.types import (
     Reservation,
     SchedulerInput,
 )
+from skyshift.metrics import PLACEMENT_LATENCY
 from skyshift.models.quantity import Resources
 from skyshift.scheduler import schedule_batch
 from skyshift.scheduler.types import ClusterInfo, Decision, FilterPolicyInfo, NodeInfo
@@ -204,6 +206,8 @@ class SchedulingActivities:
             placement = Placement(req.seq, dict(decision.assignments), decision.message)
             await self.client.get_workflow_handle(req.workflow_id).signal(SIG_PLACED, placement)
             out.status, out.assignments = "placed", dict(decision.assignments)
+            if not req.current and req.request.created > 0:  # a first placement, not a move
+                PLACEMENT_LATENCY.observe(max(time.time() - req.request.created, 0.0))
         except (NotFound, Gone):
             out.status = "gone"
         except RPCError as exc:

@@ -56,6 +56,7 @@ from skyshift.activities.types import (
 )
 from skyshift.compat.errors import CompatError, Transient
 from skyshift.compat.types import ClusterState, ReplicaStatus
+from skyshift.metrics import SYNC_ROUND
 from skyshift.models.meta import now_iso
 from skyshift.models.quantity import Resources
 from skyshift.store import NotFound
@@ -116,6 +117,7 @@ class Syncer:
         down_since: float | None = None
         while time.monotonic() < deadline:
             activity.heartbeat(phase)
+            round_start = time.monotonic()
             try:
                 # A hanging cluster call (squeue with slurmctld down takes ~9 s) must not starve
                 # the heartbeat, or Temporal cancels the attempt and the downtime count restarts.
@@ -147,6 +149,7 @@ class Syncer:
                 log.warning("cluster %s: %s; reporting again next round", inp.cluster, exc)
                 await asyncio.sleep(self.cfg.interval)
                 continue
+            SYNC_ROUND.labels(cluster=inp.cluster).observe(time.monotonic() - round_start)
             if phase != "Ready":
                 await self._recovered(lost, inp.cluster)
                 return SyncResult("Ready", "", [])

@@ -32,6 +32,7 @@ SIG_ENQUEUE = "enqueue"  # job -> scheduler: EnqueueRequest
 SIG_DEQUEUE = "dequeue"  # job -> scheduler: DequeueRequest
 SIG_CAPACITY = "capacity"  # skylet -> scheduler: CapacityChanged
 SIG_RULES = "rules_changed"  # control worker -> scheduler: RulesChanged
+QUERY_DEPTH = "depth"  # metrics -> scheduler: how many jobs are queued (int)
 
 # replica states as the job workflow tracks them (compat states plus two of its own)
 PENDING, RUNNING, UNKNOWN = "Pending", "Running", "Unknown"

@@ -16,6 +16,7 @@ import signal
 from pathlib import Path
 
 from temporalio.client import Client
+from temporalio.runtime import Runtime
 
 from skyshift.config import Settings
 from skyshift.store import ObjectStore, StoreError
@@ -63,11 +64,13 @@ def stop_event() -> asyncio.Event:
     return stop
 
 
-async def connect_temporal(settings: Settings, stop: asyncio.Event, retry: float = 1.0) -> Client:
+async def connect_temporal(
+    settings: Settings, stop: asyncio.Event, retry: float = 1.0, runtime: Runtime | None = None,
+) -> Client:
     while True:
         try:
             return await Client.connect(
-                settings.temporal_address, namespace=settings.temporal_namespace
+                settings.temporal_address, namespace=settings.temporal_namespace, runtime=runtime,
             )
         except Exception as exc:  # server still starting: keep trying until told to stop
             log.warning("temporal at %s not reachable yet: %s", settings.temporal_address, exc)

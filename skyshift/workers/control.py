@@ -22,8 +22,9 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from skyshift.activities.scheduling import SchedulingActivities
 from skyshift.activities.service_store import ServiceStoreActivities
 from skyshift.activities.store import StoreActivities
-from skyshift.activities.types import CONTROL_QUEUE
+from skyshift.activities.types import CONTROL_QUEUE, QUERY_DEPTH, SCHEDULER_ID
 from skyshift.config import Settings
+from skyshift.metrics import QUEUE_DEPTH
 from skyshift.store import ObjectStore
 from skyshift.workers import payload_hints
 from skyshift.workers.common import (
@@ -37,6 +38,7 @@ from skyshift.workers.common import (
     setup_logging,
     stop_event,
 )
+from skyshift.workers.metrics_http import every, start_from_env
 from skyshift.workers.reconciler import Reconciler
 from skyshift.workers.rules_watch import RulesWatch, signal_scheduler
 from skyshift.workflows.cluster import ClusterWorkflow
@@ -47,6 +49,15 @@ from skyshift.workflows.service import ServiceWorkflow
 
 log = logging.getLogger(__name__)
 WORKFLOWS = [JobWorkflow, ClusterWorkflow, SchedulerWorkflow, ReplicaOpWorkflow, ServiceWorkflow]
+
+
+QUEUE_POLL = 5.0  # seconds between queue-depth queries when metrics are on
+
+
+async def queue_depth(client: Client) -> None:
+    """Ask the scheduler workflow how many jobs wait (a query: no history event)."""
+    handle = client.get_workflow_handle(SCHEDULER_ID)
+    QUEUE_DEPTH.set(await handle.query(QUERY_DEPTH, result_type=int))
 
 
 def control_worker(
@@ -82,14 +93,17 @@ def control_worker(
 
 async def serve(
     client: Client, store: ObjectStore, stop: asyncio.Event, *,
-    reconcile_interval: float = 30.0, ready_file: Path | None = None,
+    reconcile_interval: float = 30.0, ready_file: Path | None = None, metrics: bool = False,
 ) -> None:
-    """Run the worker and the reconciler until ``stop`` is set."""
+    """Run the worker and the reconciler until ``stop`` is set (and, with ``metrics``, poll the
+    scheduler's queue depth for ``skyshift_scheduler_queue_depth``)."""
     worker = control_worker(client, store, sandbox=env_flag("SKYSHIFT_WORKFLOW_SANDBOX"))
     reconciler = Reconciler(store, client, reconcile_interval)
     rules = RulesWatch(store, lambda what: signal_scheduler(client, what))
     async with worker:
         tasks = [asyncio.create_task(reconciler.run(stop)), asyncio.create_task(rules.run(stop))]
+        if metrics:
+            tasks.append(asyncio.create_task(every(QUEUE_POLL, stop, lambda: queue_depth(client))))
         if ready_file is not None:
             mark_ready(ready_file)
         log.info("control worker polling %s", CONTROL_QUEUE)
@@ -110,8 +124,9 @@ async def main() -> None:
     payload_hints.install()  # decode payloads without re-resolving type hints each time
     settings = Settings.from_env()
     stop = stop_event()
+    runtime, metrics = start_from_env()
     try:
-        client = await connect_temporal(settings, stop)
+        client = await connect_temporal(settings, stop, runtime=runtime)
         store = await connect_store(settings, stop)
     except asyncio.CancelledError:
         return
@@ -119,10 +134,12 @@ async def main() -> None:
         await serve(
             client, store, stop,
             reconcile_interval=env_float("SKYSHIFT_RECONCILE_INTERVAL", 30.0),
-            ready_file=ready_path(settings, "control"),
+            ready_file=ready_path(settings, "control"), metrics=metrics is not None,
         )
     finally:
         await store.close()
+        if metrics is not None:
+            metrics.stop()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ object, or one being deleted, without a running workflow for its uid.
 It is a plain asyncio task in the control worker rather than a Temporal workflow: it holds no
 state worth making durable (each pass starts from scratch), it would otherwise add history events
 on every pass, and two control workers running it side by side are harmless because every action
-is idempotent (signal-with-start, USE_EXISTING).
+is idempotent (signal-with-start, USE_EXISTING). Each pass also sets the ``skyshift_jobs`` gauge
+(jobs by phase) from the listing it reads anyway.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from typing import Any
 
 from temporalio.client import Client
 
 from skyshift.activities.service_types import service_workflow_id
 from skyshift.activities.types import cluster_workflow_id, job_workflow_id
+from skyshift.metrics import set_job_phases
 from skyshift.store import ObjectStore
 from skyshift.workflows import starter
 
@@ -72,14 +75,17 @@ class Reconciler:
             meta = obj.get("metadata") or {}
             if running.get(cluster_workflow_id(str(meta.get("name")))) != meta.get("uid"):
                 started += await self._ensure(obj)
+        phases: Counter[str] = Counter()
         for obj in await self._objects("jobs"):
             meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+            phases[str(status.get("phase") or "Pending")] += 1
             deleting = bool(meta.get("deletionTimestamp"))
             if status.get("phase") in TERMINAL and not deleting:
                 continue
             wf_id = job_workflow_id(str(meta.get("namespace") or "default"), str(meta.get("name")))
             if running.get(wf_id) != meta.get("uid"):
                 started += await self._ensure(obj)
+        set_job_phases(phases)
         for obj in await self._objects("services"):  # a service's workflow never ends by itself
             meta = obj.get("metadata") or {}
             wf_id = service_workflow_id(str(meta.get("namespace") or "default"),

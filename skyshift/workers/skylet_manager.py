@@ -53,6 +53,7 @@ from skyshift.workers.common import (
     setup_logging,
     stop_event,
 )
+from skyshift.workers.metrics_http import start_from_env
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -210,8 +211,9 @@ async def main() -> None:
     payload_hints.install()  # decode payloads without re-resolving type hints each time
     settings = Settings.from_env()
     stop = stop_event()
+    runtime, metrics = start_from_env()
     try:
-        client = await connect_temporal(settings, stop)
+        client = await connect_temporal(settings, stop, runtime=runtime)
         store = await connect_store(settings, stop)
     except asyncio.CancelledError:
         return
@@ -223,6 +225,8 @@ async def main() -> None:
         await SkyletManager(client, store, sync).run(stop, ready_path(settings, "skylet_manager"))
     finally:
         await store.close()
+        if metrics is not None:
+            metrics.stop()
 
 
 if __name__ == "__main__":

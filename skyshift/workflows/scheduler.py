@@ -28,6 +28,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from skyshift.activities.types import (
+        QUERY_DEPTH,
         SIG_CAPACITY,
         SIG_DEQUEUE,
         SIG_ENQUEUE,
@@ -135,6 +136,12 @@ class SchedulerWorkflow:
     @workflow.query(name="state")
     def state(self) -> SchedulerState:
         return SchedulerState(list(self.queue.values()), list(self.reservations), self.epoch)
+
+    @workflow.query(name=QUERY_DEPTH)
+    def depth(self) -> int:
+        """Jobs in the queue (the ``skyshift_scheduler_queue_depth`` metric; a query instead of
+        ``state`` so a scrape does not carry the whole queue)."""
+        return len(self.queue)
 
     def _release(self, match: object, bump: bool = True) -> None:
         assert callable(match)
