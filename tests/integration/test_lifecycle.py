@@ -81,11 +81,18 @@ async def test_spread_by_capacity_and_filters(lifecycle_stack: LifecycleStack) -
     # one cpu left in all: a two-cpu job waits, never overcommitting either cluster
     await s.submit("third", "sleep 0.2", cpus=2)
 
+    seen: list[dict | None] = [None]
+
     async def reasons() -> dict | None:
-        obj = await s.get("jobs", "third")
+        obj = seen[0] = await s.get("jobs", "third")
         return obj if obj and len(obj["status"].get("schedulerReasons") or {}) == 2 else None
 
-    third = await s.wait("third pending on both", reasons)
+    try:
+        third = await s.wait("third pending on both", reasons)
+    except AssertionError as exc:
+        clusters = {c: (await s.get("clusters", c) or {}).get("status", {}).get("allocatable")
+                    for c in ("lc-east", "lc-west")}
+        raise AssertionError(f"{exc}; third: {seen[0]}; allocatable: {clusters}") from None
     assert third["status"]["phase"] == "Pending"
     assert len(s.replica_dirs("lc-west")) == 4
     assert "insufficient resources" in third["status"]["schedulerReasons"]["lc-east"]
