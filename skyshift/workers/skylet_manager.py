@@ -9,7 +9,10 @@ cluster's status instead of waiting for a poller that never comes.
 
 Configured by :meth:`Settings.from_env` plus ``SKYSHIFT_SYNC_INTERVAL`` (seconds between two
 looks at a cluster, default 1) and ``SKYSHIFT_LOST_AFTER`` (unreachable this long -> Error and
-failover, default 5).
+failover, default 5). ``SKYSHIFT_SKYLET_SELECTOR`` (a label selector, e.g. ``site=lab-2``) makes
+this manager serve only the clusters whose labels match, so managers on several hosts split the
+clusters between them (a local cluster's replicas run on the host of the manager that serves
+it); give every cluster exactly one manager.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -41,7 +45,7 @@ from skyshift.compat.types import (
     ServiceStatus,
 )
 from skyshift.config import Settings
-from skyshift.store import ObjectStore, StoreError
+from skyshift.store import InvalidSelector, ObjectStore, Selector, StoreError, parse_selector
 from skyshift.workers import payload_hints
 from skyshift.workers.common import (
     clear_ready,
@@ -56,6 +60,7 @@ from skyshift.workers.common import (
 from skyshift.workers.metrics_http import start_from_env
 
 log = logging.getLogger(__name__)
+SELECTOR_ENV = "SKYSHIFT_SKYLET_SELECTOR"
 Obj = dict[str, Any]
 
 
@@ -124,10 +129,15 @@ class Skylet:
 
 
 class SkyletManager:
-    def __init__(self, client: Client, store: ObjectStore, sync: SyncConfig | None = None) -> None:
+    """``selector``: serve only the clusters whose ``metadata.labels`` match (all when empty),
+    so a manager on another host never runs the replicas of a cluster that lives here."""
+
+    def __init__(self, client: Client, store: ObjectStore, sync: SyncConfig | None = None,
+                 selector: Selector | None = None) -> None:
         self.client = client
         self.store = store
         self.sync = sync or SyncConfig()
+        self.selector = selector or Selector()
         self.skylets: dict[str, Skylet] = {}
 
     async def run(self, stop: asyncio.Event, ready: Path | None = None) -> None:
@@ -170,6 +180,11 @@ class SkyletManager:
     async def _apply(self, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
         name = str(meta.get("name"))
+        if not self.selector.matches(meta.get("labels") or {}):
+            if name in self.skylets:  # relabelled away from this manager
+                log.info("cluster %s no longer matches %s: handing it over", name, self.selector)
+                await self._stop(name)
+            return
         key = (str(meta.get("uid") or ""), int(meta.get("generation") or 0))
         current = self.skylets.get(name)
         if current is not None and current.key == key:
@@ -211,6 +226,10 @@ async def main() -> None:
     payload_hints.install()  # decode payloads without re-resolving type hints each time
     settings = Settings.from_env()
     stop = stop_event()
+    try:
+        selector = parse_selector(os.environ.get(SELECTOR_ENV, ""))
+    except InvalidSelector as exc:
+        raise SystemExit(f"{SELECTOR_ENV}: {exc}") from None
     runtime, metrics = start_from_env()
     try:
         client = await connect_temporal(settings, stop, runtime=runtime)
@@ -222,7 +241,8 @@ async def main() -> None:
         lost_after=env_float("SKYSHIFT_LOST_AFTER", 5.0),
     )
     try:
-        await SkyletManager(client, store, sync).run(stop, ready_path(settings, "skylet_manager"))
+        await SkyletManager(client, store, sync, selector).run(
+            stop, ready_path(settings, "skylet_manager"))
     finally:
         await store.close()
         if metrics is not None:
