@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import errno
 import fcntl
 import json
 import math
@@ -422,6 +423,12 @@ class LocalManager:
         try:
             proc.launch(rep.path, ["/bin/sh", "-c", rep.spec.run], self._env(rep.spec))
         except OSError as exc:
+            if exc.errno == errno.E2BIG:  # the same spec can never start: no point retrying
+                raise Permanent(
+                    f"cannot start replica {rep.spec.name}: its command and environment are too "
+                    f"big for the kernel ({exc.strerror}); a single env value or run command "
+                    "must stay under 128 KiB and all of them together under the system's limit"
+                ) from exc
             raise Transient(f"cannot start replica {rep.spec.name}: {exc}") from exc
 
     def _move_to_trash(self, path: Path) -> Path:
