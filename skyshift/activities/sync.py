@@ -22,14 +22,12 @@ attributes) or after ``max_duration``; the ClusterWorkflow then starts the next 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from temporalio import activity
-from temporalio.service import RPCError
 
 from skyshift.activities.clusters import (
     ClusterContext,
@@ -176,7 +174,10 @@ class Syncer:
         if lost:
             event = ClusterEvent(name, "recovered", f"cluster {name} is reachable again")
             await signal_all(self.acts.client, dict.fromkeys(lost, event), SIG_CLUSTER)
-        await self._tell_scheduler({}, True)
+        try:
+            await self._tell_scheduler({}, True)
+        except SignalsFailed as exc:  # the next capacity change tells it again
+            log.warning("cluster %s is back but %s", name, exc)
 
     async def _write_cluster(
         self, inp: SyncInput, phase: str, message: str, state: ClusterState | None
@@ -281,8 +282,11 @@ class Syncer:
         the first time (the scheduler drops that many of its reservations)."""
         counts = dict(sorted(new.items()))
         payload = CapacityChanged(self.ctx.name, list(counts), gained, seen_counts=counts)
-        with contextlib.suppress(RPCError):  # no scheduler yet: nothing is queued
-            await self.acts.client.get_workflow_handle(SCHEDULER_ID).signal(SIG_CAPACITY, payload)
+        # No scheduler yet (NOT_FOUND) means nothing is queued. Any other failure must not be
+        # swallowed: the scheduler would hold its reservations for these replicas until they
+        # expire, counting them twice against an allocatable that already shows them, and keep
+        # fitting jobs pending meanwhile. SignalsFailed makes the round report them again.
+        await signal_all(self.acts.client, {SCHEDULER_ID: payload}, SIG_CAPACITY)
 
     async def _cleanup_orphans(self, listing: list[ReplicaStatus]) -> list[ReplicaStatus]:
         """Delete replicas whose job no longer exists, or whose job is no longer placed on this

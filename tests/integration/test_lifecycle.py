@@ -92,7 +92,9 @@ async def test_spread_by_capacity_and_filters(lifecycle_stack: LifecycleStack) -
     except AssertionError as exc:
         clusters = {c: (await s.get("clusters", c) or {}).get("status", {}).get("allocatable")
                     for c in ("lc-east", "lc-west")}
-        raise AssertionError(f"{exc}; third: {seen[0]}; allocatable: {clusters}") from None
+        wide_now = await s.get("jobs", "wide")
+        raise AssertionError(f"{exc}; third: {seen[0]}; allocatable: {clusters}; "
+                             f"wide: {wide_now}") from None
     assert third["status"]["phase"] == "Pending"
     assert len(s.replica_dirs("lc-west")) == 4
     assert "insufficient resources" in third["status"]["schedulerReasons"]["lc-east"]

@@ -64,3 +64,49 @@ async def test_gone_workflows_are_skipped_not_failed() -> None:
     assert await signal_all(client, {"job/a/b": 1, "job/a/c": 2}, "x") == []  # type: ignore[arg-type]
     client.failing = None
     assert await signal_all(client, {"job/a/b": 1}, "x") == ["job/a/b"]  # type: ignore[arg-type]
+
+
+class SchedulerDownClient(FlakyClient):
+    """Only the scheduler workflow's signals fail (with ``failing``)."""
+
+    def get_workflow_handle(self, wf_id: str) -> Any:
+        client = self
+
+        class Handle:
+            async def signal(self, name: str, payload: Any) -> None:
+                if wf_id == "scheduler" and client.failing is not None:
+                    raise RPCError("injected", client.failing, b"")
+                client.signals.append((wf_id, name, payload))
+
+        return Handle()
+
+
+async def test_undelivered_capacity_report_is_sent_again_next_round() -> None:
+    """New replicas are reported to the scheduler so it drops its reservations for them; a
+    report lost to an overloaded Temporal used to be swallowed, and the reservations were held
+    (counted twice with the allocatable) until they expired, keeping fitting jobs pending."""
+    store, client = FakeStore(), SchedulerDownClient()
+    ctx = ClusterContext("c1", manager=None)  # type: ignore[arg-type]
+    ctx.primed = True
+    acts = SkyletWithSync(ctx, store, client)  # type: ignore[arg-type]
+    running = replicas("Running")
+
+    client.failing = RPCStatusCode.DEADLINE_EXCEEDED
+    with pytest.raises(SignalsFailed, match="capacity not delivered"):
+        await Syncer(acts, SyncConfig())._report(running, first=False)
+    assert not ctx.listed  # undone: the replicas count as new again
+
+    client.failing = None
+    await Syncer(acts, SyncConfig())._report(running, first=False)
+    [capacity] = [p for wf, name, p in client.signals if name == "capacity"]
+    assert capacity.seen_counts == {running[0].job_uid: len(running)}
+
+
+async def test_no_scheduler_yet_is_not_a_failure() -> None:
+    store, client = FakeStore(), SchedulerDownClient()
+    ctx = ClusterContext("c1", manager=None)  # type: ignore[arg-type]
+    ctx.primed = True
+    acts = SkyletWithSync(ctx, store, client)  # type: ignore[arg-type]
+    client.failing = RPCStatusCode.NOT_FOUND
+    await Syncer(acts, SyncConfig())._report(replicas("Running"), first=False)
+    assert ctx.listed
