@@ -174,9 +174,15 @@ async def test_deleting_a_cluster_moves_its_jobs_and_removes_it(
     await s.wait("cluster object removed", removed, timeout=40)
     assert s.replica_dirs("lc-old") == []
 
+    last: list[dict | None] = [None]
+
     async def moved() -> dict | None:
-        obj = await s.get("jobs", "tenant")
+        obj = last[0] = await s.get("jobs", "tenant")
         return obj if obj and obj["status"].get("placement") == {"lc-new": 1} else None
 
-    await s.wait("job moved to lc-new", moved, timeout=30)
+    try:
+        await s.wait("job moved to lc-new", moved, timeout=30)
+    except AssertionError as exc:
+        new = await s.get("clusters", "lc-new")
+        raise AssertionError(f"{exc}; tenant: {last[0]}; lc-new: {new}") from None
     await s.wait("replica on lc-new", lambda: _count(s, "lc-new", 1), timeout=20)
