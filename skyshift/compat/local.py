@@ -8,8 +8,10 @@ unreachable mode for fault-injection.
 Each replica is ``/bin/sh -c <run>`` with ``envs`` plus ``SKYSHIFT_JOB``, ``SKYSHIFT_NAMESPACE``,
 ``SKYSHIFT_RANK`` and ``SKYSHIFT_REPLICA`` (and a few variables such as ``PATH`` and ``HOME``
 passed through from the worker; the rest of the worker's environment, which may hold credentials,
-is not). There is no container engine here: ``image`` is ignored, ``ports`` are not mapped (the
-process binds host ports itself) and resources are accounted, not enforced.
+is not). With ``run_as`` in the config the command runs as that user, not as the skylet's
+(:mod:`skyshift.compat.local_user`). There is no container engine here: ``image`` is ignored,
+``ports`` are not mapped (the process binds host ports itself) and resources are accounted, not
+enforced.
 
 State on disk, all under ``state_dir`` (so a new adapter instance, e.g. after a worker restart,
 re-discovers everything)::
@@ -18,7 +20,8 @@ re-discovers everything)::
     replicas/<name>/pid         "<pid> <start ticks> <epoch started>" (pid = process group)
     replicas/<name>/log         stdout+stderr of the current attempt (log.<n>: earlier attempts)
     replicas/<name>/exit_code   written by the wrapper when the command ends
-    replicas/<name>/work/       the command's working directory (kept across attempts)
+    replicas/<name>/work/       the command's working directory (kept across attempts); with
+                                ``run_as``, a link to one outside (:mod:`.local_user`)
     replicas/<name>/launch.lock flock held while the replica's process is being started
     OFFLINE                     fault injection: while it exists every call raises
                                 Transient("cluster <name> is unreachable"); replicas keep running
@@ -56,6 +59,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from skyshift.compat import local_proc as proc
+from skyshift.compat import local_user
 from skyshift.compat.errors import NotFound, Permanent, Transient
 from skyshift.compat.local_config import LocalConfig
 from skyshift.compat.local_index import (
@@ -130,6 +134,10 @@ class LocalManager:
         self._nodes = dict(
             zip(self.config.node_names(name), self.config.node_capacity(), strict=True)
         )
+        user = local_user.resolve(name, self.config.run_as)
+        self._user = user if user is not None and user.drop else None  # None: run as we are
+        self._work_root = self.config.work_root or local_user.default_work_root(name, root)
+        self._prepared = False
 
     # ---- ClusterManager -------------------------------------------------------------------
 
@@ -197,15 +205,23 @@ class LocalManager:
             status = await asyncio.to_thread(self._status, rep)
         if status.state != RUNNING:
             raise Permanent(f"replica {name} is {status.state}; exec needs a running replica")
+        cwd, env = rep.path / proc.WORK_DIR, self._env(rep.spec)
+        as_user: dict[str, Any] = {}
+        if self._user is not None:
+            cwd = cwd.resolve()
+            env = self._user.env(env, cwd)
+            as_user = dict(user=self._user.uid, group=self._user.gid,
+                           extra_groups=list(self._user.groups))
         try:
             child = await asyncio.create_subprocess_exec(
                 *command,
-                cwd=rep.path / proc.WORK_DIR,
-                env=self._env(rep.spec),
+                cwd=cwd,
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                **as_user,
             )
         except OSError as exc:  # like a shell: 127 not found, 126 not executable
             code = 127 if isinstance(exc, FileNotFoundError) else 126
@@ -233,6 +249,9 @@ class LocalManager:
     def _setup(self) -> None:
         for d in (self._replicas, self._trash, self._staging):
             d.mkdir(parents=True, exist_ok=True)
+        if self._user is not None and not self._prepared:
+            local_user.prepare(self.name, self._user, self.config.state_dir, self._work_root)
+            self._prepared = True
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
@@ -420,8 +439,12 @@ class LocalManager:
             (rep.path / f).unlink(missing_ok=True)
 
     def _launch(self, rep: _Replica) -> None:
+        argv, env = ["/bin/sh", "-c", rep.spec.run], self._env(rep.spec)
+        if self._user is not None:
+            workdir = local_user.ensure_workdir(rep.path, self._user, self._work_root)
+            argv, env = self._user.command(argv), self._user.env(env, workdir)
         try:
-            proc.launch(rep.path, ["/bin/sh", "-c", rep.spec.run], self._env(rep.spec))
+            proc.launch(rep.path, argv, env)
         except OSError as exc:
             if exc.errno == errno.E2BIG:  # the same spec can never start: no point retrying
                 raise Permanent(
@@ -468,4 +491,5 @@ class LocalManager:
         infos = [info for p in paths if (info := proc.read_pid(p)) is not None]
         await asyncio.to_thread(proc.stop, infos, self.config.grace_period)
         for p in paths:
+            await asyncio.to_thread(local_user.remove_workdir, p)
             await asyncio.to_thread(shutil.rmtree, p, True)

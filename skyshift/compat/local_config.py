@@ -3,8 +3,10 @@
 The local manager does not measure the machine: an operator declares what SkyShift may use
 (``cpus``, ``memory`` in MB or a quantity like ``"8Gi"``, optional fake ``gpus`` and
 ``accelerators``), and optionally ``nodes`` to split it evenly into several equal nodes so that
-placement and spreading can be exercised on one machine. Kept apart from the adapter so a bad
-config fails at construction with a ``Permanent`` error that names the field.
+placement and spreading can be exercised on one machine. ``run_as`` (a user name) and
+``work_root`` (where that user's working directories go) are explained in
+:mod:`skyshift.compat.local_user`. Kept apart from the adapter so a bad config fails at
+construction with a ``Permanent`` error that names the field.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class LocalConfig:
     nodes: int = 1
     labels: dict[str, str] = field(default_factory=dict)
     grace_period: float = 5.0  # seconds between SIGTERM and SIGKILL on delete
+    run_as: str | None = None  # the user replicas run as (None: the skylet's own user)
+    work_root: Path | None = None  # where run_as working directories go (None: the default)
 
     @classmethod
     def parse(cls, name: str, config: dict[str, Any]) -> LocalConfig:
@@ -50,6 +54,14 @@ class LocalConfig:
             grace = config.get("grace_period", 5.0)
             if isinstance(grace, bool) or not isinstance(grace, int | float) or grace < 0:
                 raise ValueError("grace_period must be a number of seconds >= 0")
+            run_as = config.get("run_as") or None
+            if run_as is not None and (not isinstance(run_as, str) or ":" in run_as
+                                       or "/" in run_as or run_as.strip() != run_as):
+                raise ValueError("run_as must be a user name")
+            work_root = config.get("work_root") or None
+            if work_root is not None and (not isinstance(work_root, str | Path)
+                                          or not Path(work_root).is_absolute()):
+                raise ValueError("work_root must be an absolute directory path")
             capacity = Resources(
                 cpus=parse_cpus(config.get("cpus", 0)),
                 memory=parse_memory(config.get("memory", 0)),
@@ -58,7 +70,8 @@ class LocalConfig:
             )
         except ValueError as exc:
             raise Permanent(f"local cluster {name}: {exc}") from exc
-        return cls(Path(state_dir), capacity, nodes, dict(labels), float(grace))
+        return cls(Path(state_dir), capacity, nodes, dict(labels), float(grace), run_as,
+                   Path(work_root) if work_root is not None else None)
 
     def node_names(self, cluster: str) -> list[str]:
         return [f"{cluster}-{i}" for i in range(self.nodes)]

@@ -144,13 +144,17 @@ def signal_group(info: ProcInfo, sig: int) -> None:
 
 def launch(rdir: Path, argv: list[str], env: dict[str, str], timeout: float = 30.0) -> None:
     """Start ``argv`` detached in ``rdir`` with exactly ``env``; returns once the supervisor has
-    written its pid file.
+    written its pid file. The command runs in ``work`` (where that links to, when a link).
 
-    Raises OSError when the launcher fails.
+    The supervisor runs as we do; ``argv`` may switch user itself (``setpriv ...``).
+    Raises OSError when the launcher fails (errno E2BIG: ``argv`` and ``env`` are too big).
     """
-    (rdir / WORK_DIR).mkdir(exist_ok=True)
+    cwd = rdir / WORK_DIR
+    cwd.mkdir(exist_ok=True)
+    if cwd.is_symlink():  # the real path: the user it runs as may not pass through ``rdir``
+        cwd = cwd.resolve()
     proc = subprocess.Popen(
-        ["/bin/sh", str(_SUPERVISOR), str(rdir), str(rdir / WORK_DIR), f"{time.time():.6f}",
+        ["/bin/sh", str(_SUPERVISOR), str(rdir), str(cwd), f"{time.time():.6f}",
          _env_tool(), *argv],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

@@ -6,6 +6,10 @@
 # closes): the supervisor is then re-parented to init and survives the worker. Variables are
 # prefixed _sk_ and unset before the command runs, so the command's environment is exactly the
 # one the launcher was given. pid file: "<supervisor pid> <start ticks> <epoch> <process group>".
+# With run_as (skyshift/compat/local_user.py) <argv...> starts with
+#   setpriv --reuid=<uid> --regid=<gid> --init-groups --
+# so this shell stays root to write pid and exit_code in the private replica dir while the
+# command runs as the unprivileged user; <cwd> is then the real path of its working directory.
 cd -- "$1" || exit 1
 _sk_cwd=$2 _sk_t0=$3 _sk_env=$4
 shift 4

@@ -1,12 +1,16 @@
 """After ``up``: attach this machine as the ``local`` cluster and point the CLI at the stack.
 
 Both steps are idempotent, so a second ``up`` (or one after ``down``) leaves one cluster and one
-``local`` context.
+``local`` context. Run as root, ``up`` creates the system user ``skyshift-run`` and the cluster
+runs its replicas as that user (``run_as``), so a job cannot read ``$SKYSHIFT_HOME`` (the admin
+password, the signing key, etcd's password); a cluster attached before that is updated.
 """
 
 from __future__ import annotations
 
 import os
+import pwd
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,31 @@ from skyshift.devstack.components import StackError
 
 LOCAL_CLUSTER = "local"
 LOCAL_CONTEXT = "local"
+RUN_USER = "skyshift-run"
+
+
+def ensure_run_user(name: str = RUN_USER) -> str:
+    """The unprivileged system user local replicas run as, created when missing (needs root)."""
+    try:
+        pwd.getpwnam(name)
+        return name
+    except KeyError:
+        pass
+    argv = ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+            "--shell", "/usr/sbin/nologin", name]  # fmt: skip
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise StackError(f"cannot create the user {name} for local replicas: {exc}") from None
+    try:
+        pwd.getpwnam(name)  # also when another `up` created it at the same time
+    except KeyError:
+        detail = (done.stderr or done.stdout).strip()
+        raise StackError(
+            f"cannot create the user {name} for local replicas: `{' '.join(argv)}` failed "
+            f"({done.returncode}): {detail}"
+        ) from None
+    return name
 
 
 def memory_mb() -> int:
@@ -28,7 +57,14 @@ def memory_mb() -> int:
         return 0
 
 
-def local_cluster_manifest(home: Path) -> dict[str, Any]:
+def local_cluster_config(home: Path, run_as: str | None = None) -> dict[str, Any]:
+    config: dict[str, Any] = {"state_dir": str(home / "clusters" / LOCAL_CLUSTER)}
+    if run_as:
+        config["run_as"] = run_as
+    return config
+
+
+def local_cluster_manifest(home: Path, run_as: str | None = None) -> dict[str, Any]:
     return {
         "kind": "Cluster",
         "metadata": {"name": LOCAL_CLUSTER},
@@ -36,26 +72,54 @@ def local_cluster_manifest(home: Path) -> dict[str, Any]:
             "manager": "local",
             "cpus": os.cpu_count() or 1,
             "memory": memory_mb(),
-            "config": {"state_dir": str(home / "clusters" / LOCAL_CLUSTER)},
+            "config": local_cluster_config(home, run_as),
         },
     }
 
 
-def attach_local_cluster(api_url: str, home: Path, token: str | None = None) -> str:
-    """Create the ``local`` Cluster through the API. Returns "attached" or "already attached"."""
+def attach_local_cluster(
+    api_url: str, home: Path, token: str | None = None, run_as: str | None = None
+) -> str:
+    """Create the ``local`` Cluster through the API. Returns "attached", "already attached" or,
+    when the existing one lacks ``run_as``, "updated to run replicas as <user>"."""
     url = f"{api_url.rstrip('/')}/clusters"
     headers = {"Authorization": f"Bearer {token}"} if token else None
+    manifest = local_cluster_manifest(home, run_as)
     try:
-        resp = httpx.post(url, json=local_cluster_manifest(home), timeout=30.0, headers=headers)
+        resp = httpx.post(url, json=manifest, timeout=30.0, headers=headers)
+        if resp.status_code == 409:
+            return _update_run_as(f"{url}/{LOCAL_CLUSTER}", headers, run_as)
     except httpx.HTTPError as exc:
-        raise StackError(f"could not attach the local cluster: POST {url}: {exc}") from None
-    if resp.status_code == 409:
-        return "already attached"
+        raise StackError(f"could not attach the local cluster: {url}: {exc}") from None
     if resp.is_success:
         return "attached"
+    raise _http_error("POST", url, resp)
+
+
+def _update_run_as(url: str, headers: dict[str, str] | None, run_as: str | None) -> str:
+    """Give the existing ``local`` cluster our ``run_as`` (its other settings stay)."""
+    if not run_as:
+        return "already attached"
+    resp = httpx.get(url, timeout=30.0, headers=headers)
+    if not resp.is_success:
+        raise _http_error("GET", url, resp)
+    obj = resp.json()
+    spec = obj.setdefault("spec", {})
+    config = spec.get("config") or {}
+    if config.get("run_as") == run_as:
+        return "already attached"
+    spec["config"] = {**config, "run_as": run_as}
+    obj.pop("status", None)
+    put = httpx.put(url, json=obj, timeout=30.0, headers=headers)
+    if not put.is_success:
+        raise _http_error("PUT", url, put)
+    return f"updated to run replicas as {run_as}"
+
+
+def _http_error(method: str, url: str, resp: httpx.Response) -> StackError:
     body = resp.text.strip().replace("\n", " ")[:200]
-    raise StackError(
-        f"could not attach the local cluster: POST {url}: HTTP {resp.status_code} {body}"
+    return StackError(
+        f"could not attach the local cluster: {method} {url}: HTTP {resp.status_code} {body}"
     )
 
 
