@@ -15,9 +15,9 @@ is what keeps a burst of concurrent submissions from overcommitting a cluster be
 capacity reports. The skylet writes the allocatable before it reports the jobs seen, so a round
 in between subtracts them twice; a job left pending by such a round is tried again when one of
 the reservations it was judged against is confirmed (released without the capacity signal's
-``freed``). A report can also come before the batch that placed the job has returned (its
-replicas started while the batch was still signalling other jobs); it is applied to the
-reservations that batch makes. State is one dataclass, carried over continue-as-new.
+``freed``), also when the confirmation arrives while that round is still out. A report can
+also come before the batch that placed the job has returned (its replicas started while the
+batch was still signalling other jobs); it is applied to the reservations that batch makes. State is one dataclass, carried over continue-as-new.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ PLACE_TIMEOUT = timedelta(seconds=120)
 RETRY_DELAY = 2.0  # seconds before a job whose placement could not be delivered is tried again
 RECHECK_PATCH = "retry-pending-after-confirmed-reservation"
 EARLY_PATCH = "confirm-reservations-reported-before-placed"
+MIDBATCH_PATCH = "retry-pending-after-reservation-confirmed-mid-batch"
 
 
 def order(e: QueueEntry) -> tuple[int, float, str]:
@@ -103,14 +104,17 @@ class SchedulerWorkflow:
                                 c.freed, {u: n for u, n in c.seen_counts.items()
                                           if u not in self.placing})
         # The skylet writes the allocatable before it sends this signal: a round in between
-        # subtracted these jobs twice and may have left a job pending that fits.
-        counted_twice = self._confirm(c)
-        if c.freed or (counted_twice and workflow.patched(RECHECK_PATCH)):
+        # subtracted these jobs twice and may have left a job pending that fits. A round still
+        # out (a batch in flight) may be doing that right now: its pending jobs get tried again.
+        confirmed, counted_twice = self._confirm(c)
+        if c.freed or (counted_twice and workflow.patched(RECHECK_PATCH)) or (
+            confirmed and self.placing and workflow.patched(MIDBATCH_PATCH)
+        ):
             self.epoch += 1
 
-    def _confirm(self, c: CapacityChanged) -> bool:
-        """Drop the reservations the cluster now accounts; True when one of them was
-        subtracted by a round that left a job pending."""
+    def _confirm(self, c: CapacityChanged) -> tuple[bool, bool]:
+        """Drop the reservations the cluster now accounts: (any dropped or reduced, one of
+        them was subtracted by a round that left a job pending)."""
         seen = set(c.seen_uids)
         confirmed = [r for r in self.reservations if r.cluster == c.cluster and r.uid in seen]
         if c.seen_counts:
@@ -125,7 +129,7 @@ class SchedulerWorkflow:
             self._release(lambda r: r.count <= 0, bump=False)
         else:
             self._release(lambda r: r.cluster == c.cluster and r.uid in seen, bump=False)
-        return any(r.pending_behind for r in confirmed)
+        return bool(confirmed), any(r.pending_behind for r in confirmed)
 
     @workflow.signal(name=SIG_RULES)
     def rules_changed(self, r: RulesChanged) -> None:

@@ -267,3 +267,31 @@ async def test_replicas_reported_before_their_batch_returns_confirm_its_reservat
         await h.signal(SIG_ENQUEUE, second)
         state = await settle(h, 0)  # placed at once on the cpu that is still free
         assert [r.key for r in state.reservations] == ["ns/second"]
+
+
+async def test_reservation_confirmed_while_a_batch_judges_a_job_pending_retries_it(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """The cluster already shows a placed job in its allocatable, and its confirmation reaches
+    the scheduler while the next batch is still out judging another job against both (counted
+    twice: pending). That job must be tried again when the batch returns. It waited for an
+    unrelated capacity change instead (a job that fits stayed pending until some replica
+    ended; 'third pending on both' failed under load)."""
+    fakes = GatedFakes(allocatable={"a": 2.0})
+    fakes.gate = asyncio.Event()
+    fakes.gate.set()
+    async with workers(workflow_env.client, fakes, []) as q:
+        h = await start(workflow_env.client, q)
+        wide = request("wide", 1)
+        await h.signal(SIG_ENQUEUE, wide)
+        await settle(h, 0)
+        fakes.allocatable["a"] = 1.0  # its replica runs and the skylet wrote the allocatable
+        fakes.gate.clear()
+        await h.signal(SIG_ENQUEUE, request("picky", 1))
+        await fakes.wait_for("place_batch", 2)  # judged: 1 free - 1 reserved = pending
+        uid = wide.request.uid
+        await h.signal(SIG_CAPACITY, CapacityChanged("a", [uid], seen_counts={uid: 1}))
+        await asyncio.sleep(0.2)
+        fakes.gate.set()
+        state = await settle(h, 0)  # tried again at once, and placed
+        assert [r.key for r in state.reservations] == ["ns/picky"]
