@@ -17,7 +17,8 @@ in between subtracts them twice; a job left pending by such a round is tried aga
 the reservations it was judged against is confirmed (released without the capacity signal's
 ``freed``), also when the confirmation arrives while that round is still out. A report can
 also come before the batch that placed the job has returned (its replicas started while the
-batch was still signalling other jobs); it is applied to the reservations that batch makes. State is one dataclass, carried over continue-as-new.
+batch was still signalling other jobs); it is applied to the reservations that batch makes.
+State is one dataclass, carried over continue-as-new.
 """
 
 from __future__ import annotations
