@@ -54,11 +54,15 @@ def _meta(obj: Obj) -> dict[str, Any]:
     return dict(obj.get("metadata") or {})
 
 
-async def _signal_with_start(client: Client, obj: Obj, signal: str, payload: Any) -> str:
+async def _signal_with_start(
+    client: Client, obj: Obj, signal: str, payload: Any, inp: Any = None,
+) -> str:
+    """``inp``: the workflow input when the caller already converted ``obj`` (the ensure signal
+    of Jobs and Services carries it too): converted once, not once per use."""
     kind, meta = obj.get("kind"), _meta(obj)
     phase = str((obj.get("status") or {}).get("phase") or "")
     if kind == "Job":
-        inp: Any = job_input(obj)
+        inp = inp or job_input(obj)
         wf_id, wf_type = job_workflow_id(inp.namespace, inp.name), "JobWorkflow"
         attrs = [SearchAttributePair(KIND, "Job"), SearchAttributePair(NAMESPACE, inp.namespace),
                  SearchAttributePair(PHASE, phase or "Pending")]
@@ -68,7 +72,7 @@ async def _signal_with_start(client: Client, obj: Obj, signal: str, payload: Any
         attrs = [SearchAttributePair(KIND, "Cluster"), SearchAttributePair(CLUSTER, inp.name),
                  SearchAttributePair(PHASE, phase or "Init")]
     elif kind == "Service":
-        inp = service_input(obj)
+        inp = inp or service_input(obj)
         wf_id, wf_type = service_workflow_id(inp.namespace, inp.name), "ServiceWorkflow"
         attrs = [SearchAttributePair(KIND, "Service"),
                  SearchAttributePair(NAMESPACE, inp.namespace),
@@ -89,9 +93,11 @@ async def _signal_with_start(client: Client, obj: Obj, signal: str, payload: Any
 async def ensure_lifecycle(client: Client, obj: Obj) -> str:
     """Make sure the object's workflow runs (start it, or attach to the running one)."""
     if obj.get("kind") == "Job":
-        return await _signal_with_start(client, obj, SIG_ENSURE, job_input(obj))
+        inp: Any = job_input(obj)
+        return await _signal_with_start(client, obj, SIG_ENSURE, inp, inp)
     if obj.get("kind") == "Service":
-        return await _signal_with_start(client, obj, SIG_ENSURE, service_input(obj))
+        inp = service_input(obj)
+        return await _signal_with_start(client, obj, SIG_ENSURE, inp, inp)
     return await _signal_with_start(client, obj, SIG_SPEC, SpecChanged(_generation(obj)))
 
 
@@ -102,9 +108,11 @@ async def notify_spec_changed(client: Client, obj: Obj) -> None:
 async def notify_deleting(client: Client, obj: Obj) -> None:
     """deletionTimestamp is set: tear down everywhere, then remove the object."""
     if obj.get("kind") == "Job":
-        await _signal_with_start(client, obj, SIG_ENSURE, job_input(obj))
+        inp: Any = job_input(obj)
+        await _signal_with_start(client, obj, SIG_ENSURE, inp, inp)
     elif obj.get("kind") == "Service":
-        await _signal_with_start(client, obj, SIG_ENSURE, service_input(obj))
+        inp = service_input(obj)
+        await _signal_with_start(client, obj, SIG_ENSURE, inp, inp)
     else:
         await _signal_with_start(client, obj, SIG_DELETE, DeleteRequest(_meta(obj).get("uid", "")))
 
