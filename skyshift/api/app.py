@@ -23,10 +23,16 @@ from skyshift.api import errors, handlers, jobs
 from skyshift.api.auth import AuthConfig, AuthService
 from skyshift.api.auth import routes as auth_routes
 from skyshift.api.auth.audit import AuditMiddleware
-from skyshift.api.body import DEFAULT_MAX_BODY_BYTES
 from skyshift.api.deps import current_user
 from skyshift.api.errors import ApiError
 from skyshift.api.lifecycle import Lifecycle, TemporalLifecycle
+from skyshift.api.limits import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_NODES,
+    DEFAULT_MAX_PATCH_OPS,
+    Limits,
+)
 from skyshift.api.paths import KindPathMiddleware
 from skyshift.api.routes import kind_router
 from skyshift.api.watch import WatchOptions
@@ -62,6 +68,10 @@ class ApiOptions:
     """Server knobs that are not part of the shared Settings."""
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    #: What a body may hold once decoded (see :mod:`skyshift.api.limits`).
+    max_depth: int = DEFAULT_MAX_DEPTH
+    max_nodes: int = DEFAULT_MAX_NODES
+    max_patch_ops: int = DEFAULT_MAX_PATCH_OPS
     watch: WatchOptions = field(default_factory=WatchOptions)
     #: Seconds a readiness probe waits for etcd / Temporal.
     probe_timeout: float = 2.0
@@ -71,9 +81,19 @@ class ApiOptions:
         opts = cls()
         if value := os.environ.get("SKYSHIFT_API_MAX_BODY_BYTES"):
             opts.max_body_bytes = int(value)
+        if value := os.environ.get("SKYSHIFT_API_MAX_DEPTH"):
+            opts.max_depth = int(value)
+        if value := os.environ.get("SKYSHIFT_API_MAX_NODES"):
+            opts.max_nodes = int(value)
+        if value := os.environ.get("SKYSHIFT_API_MAX_PATCH_OPS"):
+            opts.max_patch_ops = int(value)
         if value := os.environ.get("SKYSHIFT_API_WATCH_KEEPALIVE"):
             opts.watch.keepalive = float(value)
         return opts
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(self.max_body_bytes, self.max_depth, self.max_nodes, self.max_patch_ops)
 
 
 def create_app(

@@ -7,6 +7,7 @@ the write, so a failed request never changes the store.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from skyshift.api import objects
 from skyshift.api.errors import ApiError
 from skyshift.api.lifecycle import Lifecycle, notify
+from skyshift.api.limits import DEFAULT_LIMITS, Limits
 from skyshift.models.registry import API_KINDS, KindInfo
 from skyshift.store import ObjectStore
 from skyshift.store.errors import AlreadyExists, NotFound
@@ -173,9 +175,10 @@ async def patch(
     namespace: str | None,
     patch_kind: str,
     doc: Any,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> dict[str, Any]:
     current = await get_object(store, info, name, namespace)
-    patched = objects.apply_patch(current, patch_kind, doc)
+    patched = await patched_copy(current, patch_kind, doc, limits)
     objects.check_patched_identity(current, patched)
     new, changed = objects.merge_update(info, current, patched)
     updated = await store.update(
@@ -184,6 +187,13 @@ async def patch(
     if changed and (hooks := _hooks(info, lifecycle)) is not None:
         await notify(hooks.spec_changed, updated)
     return updated
+
+
+async def patched_copy(
+    current: dict[str, Any], patch_kind: str, doc: Any, limits: Limits
+) -> dict[str, Any]:
+    """``current`` patched, computed in a worker thread (bounded, but CPU the loop owes others)."""
+    return await asyncio.to_thread(objects.apply_patch, current, patch_kind, doc, limits)
 
 
 async def _namespace_contents(store: ObjectStore, namespace: str) -> dict[str, int]:

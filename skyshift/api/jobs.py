@@ -108,9 +108,10 @@ async def job_exec(
     name: str = Path(description="The job's name"),
 ) -> Any:
     lifecycle = _lifecycle(request)
-    raw = await read_bytes(request, get_options(request).max_body_bytes)
+    limits = get_options(request).limits
+    raw = await read_bytes(request, limits.max_bytes)
     try:
-        body = ExecRequest.model_validate(parse_json(raw))
+        body = ExecRequest.model_validate(parse_json(raw, limits))
     except ValidationError as exc:
         raise from_validation(exc, "exec request") from exc
     job = await handlers.get_object(get_store(request), JOB, name, namespace)

@@ -13,11 +13,12 @@ import copy
 import uuid
 from typing import Any
 
-import jsonpatch
-import jsonpointer
 from pydantic import ValidationError
 
+from skyshift.api import patches
 from skyshift.api.errors import ApiError, from_validation
+from skyshift.api.limits import DEFAULT_LIMITS, Limits
+from skyshift.api.patches import merge_patch as merge_patch  # re-exported
 from skyshift.models.base import API_VERSION
 from skyshift.models.meta import now_iso
 from skyshift.models.registry import KINDS, KindInfo, UnknownKind, kind_info, parse_object
@@ -159,35 +160,12 @@ def merge_update(
     return obj, changed
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON Merge Patch."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
-
-
-def apply_patch(current: dict[str, Any], kind: str, doc: Any) -> dict[str, Any]:
-    """Apply a JSON Patch or a merge patch to a copy of ``current`` (422 when it cannot apply)."""
-    if kind == "merge-patch":
-        result = merge_patch(current, doc)
-    else:
-        try:
-            result = jsonpatch.JsonPatch(doc).apply(copy.deepcopy(current), in_place=False)
-        except jsonpatch.JsonPatchTestFailed as exc:
-            raise ApiError(422, f"JSON Patch test failed: {exc}", reason="PatchTestFailed") from exc
-        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
-            raise ApiError(422, f"JSON Patch cannot be applied: {exc}") from exc
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
-            raise ApiError(422, f"JSON Patch is malformed: {exc!r}") from exc
-    if not isinstance(result, dict):
-        raise ApiError(422, "the patched object is not a JSON object")
-    return result
+def apply_patch(
+    current: dict[str, Any], kind: str, doc: Any, limits: Limits = DEFAULT_LIMITS
+) -> dict[str, Any]:
+    """Apply a JSON Patch or a merge patch to a copy of ``current`` (422 when it cannot apply,
+    413 when the result is too large; see :mod:`skyshift.api.patches`)."""
+    return patches.apply_patch(current, kind, doc, limits)
 
 
 def check_patched_identity(current: dict[str, Any], patched: dict[str, Any]) -> None:

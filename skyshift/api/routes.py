@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from skyshift.api import handlers, objects
+from skyshift.api import handlers
 from skyshift.api.auth.audit import note
 from skyshift.api.body import read_manifest, read_patch
 from skyshift.api.deps import (
@@ -166,7 +166,7 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
             await check_role_grants(request, obj)
 
     async def create(request: Request, namespace: str | None) -> Response:
-        data = await read_manifest(request, get_options(request).max_body_bytes)
+        data = await read_manifest(request, get_options(request).limits)
         note(request, name=_manifest_name(data))
         await guard(request, data)
         obj = await handlers.create(
@@ -175,7 +175,7 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
         return JSONResponse(obj, status_code=201)
 
     async def apply(request: Request, namespace: str | None, user: Principal) -> Response:
-        data = await read_manifest(request, get_options(request).max_body_bytes)
+        data = await read_manifest(request, get_options(request).limits)
         note(request, name=_manifest_name(data))
         await guard(request, data)
 
@@ -212,7 +212,7 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
         return JSONResponse(await handlers.get_object(store, info, name, ns_of(namespace)))
 
     async def replace(request: Request, namespace: str | None, name: str) -> Response:
-        data = await read_manifest(request, get_options(request).max_body_bytes)
+        data = await read_manifest(request, get_options(request).limits)
         await guard(request, data)
         obj = await handlers.replace(
             get_store(request), get_lifecycle(request), info, data, ns_of(namespace), name
@@ -220,10 +220,11 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
         return JSONResponse(obj)
 
     async def patch(request: Request, namespace: str | None, name: str) -> Response:
-        patch_kind, doc = await read_patch(request, get_options(request).max_body_bytes)
+        limits = get_options(request).limits
+        patch_kind, doc = await read_patch(request, limits)
         if kind == "Role":
             current = await handlers.get_object(get_store(request), info, name, ns_of(namespace))
-            await guard(request, objects.apply_patch(current, patch_kind, doc))
+            await guard(request, await handlers.patched_copy(current, patch_kind, doc, limits))
         obj = await handlers.patch(
             get_store(request),
             get_lifecycle(request),
@@ -232,6 +233,7 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
             ns_of(namespace),
             patch_kind,
             doc,
+            limits,
         )
         return JSONResponse(obj)
 

@@ -1,0 +1,109 @@
+"""The pure parts of the API's body limits: YAML event scan, decoded-size walk, bounded patches."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from skyshift.api import body, patches, safeyaml
+from skyshift.api.errors import ApiError
+from skyshift.api.limits import Limits, check_tree, field_path, measure
+
+SMALL = Limits(max_bytes=4096, max_depth=4, max_nodes=50, max_patch_ops=5)
+
+
+def raises(code: int, fn: Any, *args: Any) -> ApiError:
+    with pytest.raises(ApiError) as exc:
+        fn(*args)
+    assert exc.value.code == code, exc.value.message
+    return exc.value
+
+
+def test_field_path() -> None:
+    assert field_path(["spec", "rules", 0, "actions"]) == "spec.rules[0].actions"
+    assert field_path([]) is None
+    assert field_path(["k"] * 200).endswith("...")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("a: &x 1\nb: *x\n", "a"),
+        ("a: [1, &x {b: 1}]\n", "a[1]"),
+        ("a:\n  b: [1, 2, *x]\n", "a.b[2]"),
+        ("&top {a: 1}\n", None),
+    ],
+)
+def test_yaml_anchors_and_aliases_are_refused_with_their_path(text: str, field: str) -> None:
+    err = raises(400, safeyaml.scan, text, SMALL)
+    assert err.field == field and "aliases" in err.message
+
+
+def test_yaml_scan_bounds_depth_nodes_and_size() -> None:
+    assert raises(400, safeyaml.scan, "a: {b: {c: {d: {e: 1}}}}\n", SMALL).field == "a.b.c.d"
+    assert raises(413, safeyaml.scan, "[" + ",".join("1" * 60) + "]", SMALL).code == 413
+    assert raises(413, safeyaml.scan, "a: " + "x" * 5000, SMALL).field == "a"
+    assert safeyaml.scan("---\na: 1\n---\nb: 2\n", SMALL) == 2
+    assert safeyaml.load("# only a comment\n---\na: [1, 2]\n", SMALL) == [{"a": [1, 2]}]
+
+
+def test_check_tree() -> None:
+    check_tree({"a": [1, {"b": "c"}]}, SMALL)
+    assert raises(400, check_tree, {"a": {"b": {"c": {"d": {}}}}}, SMALL).field == "a.b.c.d"
+    assert raises(413, check_tree, list(range(60)), SMALL).code == 413
+    assert raises(413, check_tree, {"s": "x" * 5000}, SMALL).field == "s"
+    deep: Any = 1
+    for _ in range(100_000):  # deeper than any recursion limit: the walk is iterative
+        deep = [deep]
+    assert raises(400, check_tree, deep, SMALL).field == "[0][0][0][0]"
+
+
+def test_measure_stops_at_its_budget() -> None:
+    assert measure({"ab": "cd"}, 100) == 2 + 6 + 4
+    big = ["x" * 100] * 1000
+    assert measure(big, 500) == 501
+
+
+def test_json_parse_depth_and_numbers() -> None:
+    deep = b'{"a": ' * 5000 + b"1" + b"}" * 5000
+    err = raises(400, body.parse_json, deep, SMALL)
+    assert err.field == "a.a.a.a" and "nested more than 4 levels" in err.message
+    with_strings = b'{"x": "[[[[{{", "l": [1, [2, [3, [4, [5]]]]]}'
+    assert raises(400, body.parse_json, with_strings, SMALL).field == "l[1][1][1]"
+    assert raises(400, body.parse_json, b"9" * 5000, SMALL).code == 400
+
+
+def stored() -> dict[str, Any]:
+    return {"kind": "Cluster", "metadata": {"name": "c", "labels": {}}, "spec": {"n": "x" * 100}}
+
+
+def test_json_patch_copies_are_bounded_before_they_are_made() -> None:
+    ops = [{"op": "copy", "from": "/spec", "path": f"/spec/c{i}"} for i in range(5)]
+    limits = Limits(max_bytes=1000, max_patch_ops=10)
+    err = raises(413, patches.apply_patch, stored(), "json-patch", ops, limits)
+    assert err.field == "[3].from"  # 100, 200, 400 fit; 800 more would not
+    ok = patches.apply_patch(stored(), "json-patch", ops[:2], limits)
+    assert set(ok["spec"]) == {"n", "c0", "c1"}
+
+
+def test_json_patch_op_count_and_errors_name_the_operation() -> None:
+    test = {"op": "test", "path": "/kind", "value": "Cluster"}
+    err = raises(400, patches.apply_patch, stored(), "json-patch", [test] * 6, SMALL)
+    assert err.field == "[5]"
+    current = stored()
+    before = copy.deepcopy(current)
+    bad = [test, {"op": "remove", "path": "/spec/missing"}]
+    assert raises(422, patches.apply_patch, current, "json-patch", bad, SMALL).field == "[1].path"
+    assert current == before  # the original is never touched
+
+
+def test_patched_result_is_bounded_but_large_objects_may_shrink() -> None:
+    limits = Limits(max_bytes=300)
+    grow = {"metadata": {"annotations": {"a": "x" * 300}}}
+    assert raises(413, patches.apply_patch, stored(), "merge-patch", grow, limits).code == 413
+    large = stored()
+    large["status"] = {"message": "m" * 1000}  # written by the server, past the limit
+    out = patches.apply_patch(large, "merge-patch", {"spec": {"n": "y"}}, limits)
+    assert out["spec"]["n"] == "y"
