@@ -39,6 +39,43 @@ def jwt_key_file(home: Path | None = None) -> Path:
     return Path(value).expanduser() if value else auth_dir(home) / "jwt.key"
 
 
+def etcd_password_file(home: Path | None = None) -> Path:
+    """Where ``skyshift up`` keeps the embedded etcd's root password (0600)."""
+    return auth_dir(home) / "etcd-password"
+
+
+@dataclass(frozen=True)
+class EtcdCredentials:
+    """A user and password for etcd's client auth."""
+
+    user: str
+    password: str = field(repr=False)
+
+
+def etcd_credentials() -> EtcdCredentials | None:
+    """etcd credentials from ``SKYSHIFT_ETCD_USER`` and ``SKYSHIFT_ETCD_PASSWORD_FILE`` (the
+    password is the file's first line), or None when neither is set (etcd without auth).
+
+    Raises ValueError when only one is set or the file cannot be read.
+    """
+    user = os.environ.get("SKYSHIFT_ETCD_USER", "")
+    path = os.environ.get("SKYSHIFT_ETCD_PASSWORD_FILE", "")
+    if not user and not path:
+        return None
+    if not user or not path:
+        raise ValueError(
+            "set both SKYSHIFT_ETCD_USER and SKYSHIFT_ETCD_PASSWORD_FILE for etcd auth, or neither"
+        )
+    try:
+        lines = Path(path).expanduser().read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read the etcd password file {path}: {exc}") from None
+    password = lines[0].strip() if lines else ""
+    if not password:
+        raise ValueError(f"the etcd password file {path} is empty")
+    return EtcdCredentials(user, password)
+
+
 def parse_endpoints(value: str) -> list[tuple[str, int]]:
     """Parse ``host:port[,host:port...]`` (an ``http://`` prefix is allowed) into pairs."""
     out: list[tuple[str, int]] = []

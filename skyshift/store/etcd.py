@@ -8,7 +8,8 @@ deletes), so concurrent writers never overwrite each other silently.
 
 aetcd's high-level KV helpers cannot range at a revision or with a limit and drop the
 transaction header (the new revision), so KV calls go to aetcd's gRPC stubs directly; aetcd
-still owns the channel and the watch stream (see ``transport`` and ``watch``).
+still owns the channel and the watch stream (see ``transport`` and ``watch``), and
+``connection`` keeps the client logged in when etcd's auth is on.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 import aetcd
 from aetcd import rpc
 
+from skyshift.config import EtcdCredentials
 from skyshift.store.codec import (
     Obj,
     decode,
@@ -35,6 +37,7 @@ from skyshift.store.codec import (
     parse_revision,
     prefix_range_end,
 )
+from skyshift.store.connection import Connection
 from skyshift.store.errors import (
     AlreadyExists,
     Conflict,
@@ -48,15 +51,14 @@ from skyshift.store.errors import (
 from skyshift.store.listing import ListResult, list_objects
 from skyshift.store.selectors import Selector, parse_selector
 from skyshift.store.transport import (
+    auth_expired,
     cmp_absent,
     cmp_exists,
     cmp_mod,
-    make_client,
     op_delete,
     op_get,
     op_put,
     translate,
-    wait_ready,
 )
 from skyshift.store.watch import WatchEvent, watch_stream
 
@@ -77,12 +79,17 @@ class ObjectStore:
     list_batch: ClassVar[int] = 500
 
     def __init__(
-        self, endpoints: str = "127.0.0.1:23790", prefix: str = "/skyshift", timeout: float = 5.0
+        self,
+        endpoints: str = "127.0.0.1:23790",
+        prefix: str = "/skyshift",
+        timeout: float = 5.0,
+        credentials: EtcdCredentials | None = None,
     ) -> None:
+        """``credentials`` default to :func:`skyshift.config.etcd_credentials` (none: no auth)."""
         self.endpoints = endpoints
         self.prefix = normalize_prefix(prefix)
         self.timeout = timeout
-        self._client: aetcd.Client | None = None
+        self._conn = Connection(endpoints, timeout, credentials)
         self._closed = False
         self._key_locks: dict[bytes, tuple[asyncio.Lock, list[int]]] = {}
 
@@ -96,9 +103,7 @@ class ObjectStore:
     async def close(self) -> None:
         """Close the channel; running watches end, later calls raise StoreError."""
         self._closed = True
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
+        await self._conn.close()
 
     @property
     def closed(self) -> bool:
@@ -120,15 +125,15 @@ class ObjectStore:
         """
         if self._closed:
             raise StoreError("the ObjectStore is closed")
-        if self._client is None:
-            self._client = make_client(self.endpoints, self.timeout)
-        client = self._client
-        try:
-            await client.connect()
-        except Exception as exc:
-            raise translate(exc, "connect", self.timeout) from exc
-        await wait_ready(client, self.endpoints, self.timeout if wait is None else wait)
-        return client
+        return await self._conn.ready(self.timeout if wait is None else wait)
+
+    async def _watch_client(self) -> aetcd.Client:
+        """The client to open a watch on. With auth, a read first proves the token is current
+        (logging in again if not): etcd answers a watch made with a stale token by cancelling it,
+        which aetcd never reports, so the watch would wait forever."""
+        if self._conn.authenticated:
+            await self.revision()
+        return await self._ready()
 
     async def _call(
         self, what: str, fn: Callable[[aetcd.Client], Awaitable[T]], *, retry: bool
@@ -141,11 +146,16 @@ class ObjectStore:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         delay = 0.05
+        login_again = True  # once per call, when etcd forgot the token (refused, not applied)
         while True:
             client = await self._ready(max(deadline - loop.time(), 0.01))
             try:
                 return await fn(client)
             except Exception as exc:
+                if login_again and self._conn.authenticated and auth_expired(exc):
+                    login_again = False
+                    self._conn.retire(client)
+                    continue
                 err = translate(exc, what, self.timeout)
                 if not (retry and isinstance(err, Unavailable) and loop.time() + delay < deadline):
                     if err is exc:

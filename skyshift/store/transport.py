@@ -5,6 +5,11 @@ channel behaves (unbounded receive size for big lists, fast reconnects after an 
 keepalive so a silently dead peer breaks watches) and how long an operation may wait for etcd
 before the caller gets :class:`Unavailable`. Nothing outside ``skyshift.store`` sees aetcd/grpc.
 It also builds the few etcd request messages the store sends (compares and ops of a txn).
+
+With etcd's client auth on, the client logs in with a user and password
+(:func:`skyshift.config.etcd_credentials`) when it connects and sends the token it got with every
+call. etcd forgets tokens when it restarts and after ``--auth-token-ttl`` seconds unused, so
+:func:`auth_expired` tells the store when to log in again.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import aetcd
 import grpc
 from aetcd import rpc
 
-from skyshift.config import parse_endpoints
+from skyshift.config import EtcdCredentials, parse_endpoints
 from skyshift.store.errors import Expired, StoreError, TooLarge, Unavailable
 
 CHANNEL_OPTIONS: dict[str, Any] = {
@@ -35,8 +40,11 @@ CHANNEL_OPTIONS: dict[str, Any] = {
 }
 
 
-def make_client(endpoints: str, timeout: float) -> aetcd.Client:
-    """An unconnected aetcd client for ``host:port[,host:port...]``.
+def make_client(
+    endpoints: str, timeout: float, credentials: EtcdCredentials | None = None
+) -> aetcd.Client:
+    """An unconnected aetcd client for ``host:port[,host:port...]``; with ``credentials`` its
+    ``connect()`` logs in (etcd's Authenticate) and every call carries the token.
 
     Several endpoints become a gRPC ``ipv4:a:p,b:q`` target (pick-first fails over in order),
     which needs IPv4 literals; aetcd formats its target as ``f"{host}:{port}"``.
@@ -53,7 +61,9 @@ def make_client(endpoints: str, timeout: float) -> aetcd.Client:
             raise StoreError(f"several etcd endpoints must be IPv4 addresses: {endpoints!r}")
         joined = ",".join(f"{h}:{p}" for h, p in pairs[:-1])
         host, port = f"ipv4:{joined},{pairs[-1][0]}", pairs[-1][1]
-    return aetcd.Client(host=host, port=port, timeout=timeout, options=dict(CHANNEL_OPTIONS))
+    user, password = (credentials.user, credentials.password) if credentials else (None, None)
+    return aetcd.Client(host=host, port=port, username=user, password=password, timeout=timeout,
+                        options=dict(CHANNEL_OPTIONS))  # fmt: skip
 
 
 def _is_ipv4(host: str) -> bool:
@@ -84,6 +94,34 @@ def _status(exc: BaseException) -> tuple[Any, str]:
     return None, str(exc)
 
 
+def auth_expired(exc: BaseException) -> bool:
+    """etcd no longer knows the client's token (it restarted, or the token's TTL ran out); the
+    request was refused before anything was applied, so logging in again and retrying is safe."""
+    code, details = _status(exc)
+    return code == grpc.StatusCode.UNAUTHENTICATED or "invalid auth token" in details
+
+
+def auth_not_enabled(exc: BaseException) -> bool:
+    """The client logged in to an etcd whose auth is off (it then works without a token)."""
+    return "authentication is not enabled" in _status(exc)[1]
+
+
+def _auth_error(what: str, details: str) -> StoreError | None:
+    if "user name is empty" in details:
+        return StoreError(
+            f"{what}: etcd requires authentication; set SKYSHIFT_ETCD_USER and "
+            "SKYSHIFT_ETCD_PASSWORD_FILE"
+        )
+    if "authentication failed" in details:
+        return StoreError(
+            f"{what}: etcd rejected the user and password (SKYSHIFT_ETCD_USER, "
+            "SKYSHIFT_ETCD_PASSWORD_FILE)"
+        )
+    if "permission denied" in details:
+        return StoreError(f"{what}: etcd denied the request to this user ({details})")
+    return None
+
+
 def is_compacted(exc: BaseException) -> bool:
     code, details = _status(exc)
     return code == grpc.StatusCode.OUT_OF_RANGE and "compacted" in details
@@ -111,6 +149,11 @@ def translate(exc: BaseException, what: str, timeout: float) -> StoreError:
         return TooLarge(f"{what}: request too large for etcd ({details})")
     if is_compacted(exc):
         return Expired(f"{what}: revision was compacted")
+    if auth_expired(exc):  # what is left after the store logged in again once
+        return Unavailable(f"{what}: etcd refused the login token ({details})")
+    auth = _auth_error(what, details)
+    if auth is not None:
+        return auth
     return StoreError(f"{what}: etcd error: {details or exc!r}")
 
 

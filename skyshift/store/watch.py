@@ -94,7 +94,7 @@ async def watch_stream(
         err: StoreError | None = None
         watch = None
         try:
-            client = await store._ready()
+            client = await store._watch_client()
             watch = await client.watch(
                 key, range_end=range_end, start_revision=last + 1, prev_kv=True
             )
