@@ -21,7 +21,12 @@ from rich.table import Table
 from skyshift.config import skyshift_home
 from skyshift.devstack import stack
 from skyshift.devstack.components import Component, StackError
-from skyshift.devstack.local import attach_local_cluster, write_local_context
+from skyshift.devstack.local import (
+    LOCAL_CLUSTER,
+    attach_local_cluster,
+    ensure_run_user,
+    write_local_context,
+)
 from skyshift.devstack.login import ADMIN, admin_login
 from skyshift.devstack.sim import sim
 
@@ -137,6 +142,19 @@ def _port(flag: str, env: str, what: str) -> Callable[[F], F]:
     )
 
 
+def _replica_user(console: Console, home: Path) -> str | None:
+    """As root, the unprivileged user the local cluster's replicas run as (created if missing);
+    otherwise None, and a word on what that means."""
+    if os.geteuid() == 0:
+        return ensure_run_user()
+    console.print(
+        f"[yellow]![/] replicas of the cluster {LOCAL_CLUSTER} run as you, so a job can read "
+        f"{home} (the admin password included); run `skyshift up` as root to run them as an "
+        "unprivileged user (docs/security.md)"
+    )
+    return None
+
+
 @main.command()
 @_port("--etcd-port", "SKYSHIFT_ETCD_PORT", "etcd's client URL")
 @_port("--etcd-peer-port", "SKYSHIFT_ETCD_PEER_PORT", "etcd's peer URL")
@@ -179,8 +197,9 @@ def up(
     if "api" in result.started or "api" in result.reused:
         user, token = ADMIN, admin_login(api_url, home).token
         console.print("[green]✓[/] CLI logged in as admin")
-        outcome = attach_local_cluster(api_url, home, token)
-        console.print(f"[green]✓[/] cluster local: {outcome}")
+        run_as = _replica_user(console, home)
+        outcome = attach_local_cluster(api_url, home, token, run_as)
+        console.print(f"[green]✓[/] cluster {LOCAL_CLUSTER}: {outcome}")
     write_local_context(home, api_url, user, token)
 
     table = Table(title="SkyShift is up", title_justify="left", show_header=True)

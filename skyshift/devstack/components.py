@@ -12,10 +12,11 @@ import importlib.util
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from skyshift.config import Settings, parse_endpoints
+from skyshift.config import Settings, etcd_password_file, parse_endpoints
 
 LOOPBACK = "127.0.0.1"
 SEARCH_ATTRIBUTES = ("SkyShiftKind", "SkyShiftNamespace", "SkyShiftPhase", "SkyShiftCluster")
@@ -100,6 +101,9 @@ class Component:
     module: str | None = None  # python module run with -m; started only when installed
     data_dirs: list[Path] = field(default_factory=list)
     env_drop: tuple[str, ...] = ()  # prefixes of inherited variables to remove
+    # run once healthy (started or reused), before the next component starts; returns a line
+    # to show ("" for none) or raises StackError
+    on_healthy: Callable[[], str] | None = None
 
     @property
     def log(self) -> Path:
@@ -182,6 +186,8 @@ def stack_env(home: Path, ports: Ports) -> dict[str, str]:
     return {
         "SKYSHIFT_HOME": str(home),
         "SKYSHIFT_ETCD": f"{LOOPBACK}:{ports.etcd}",
+        "SKYSHIFT_ETCD_USER": "root",
+        "SKYSHIFT_ETCD_PASSWORD_FILE": str(etcd_password_file(home)),
         "SKYSHIFT_TEMPORAL_ADDRESS": f"{LOOPBACK}:{ports.temporal}",
         "SKYSHIFT_TEMPORAL_UI": f"http://{LOOPBACK}:{ports.ui}",
         "SKYSHIFT_API_HOST": LOOPBACK,
@@ -195,6 +201,8 @@ def build_components(home: Path, ports: Ports, resolve: bool = True) -> list[Com
     ``resolve=False`` skips looking up binaries: ``status`` and ``down`` only need names, files
     and health checks.
     """
+    from skyshift.devstack.etcd_auth import ensure_auth  # it raises this module's StackError
+
     base_env = stack_env(home, ports)
 
     etcd_url = f"http://{LOOPBACK}:{ports.etcd}"
@@ -228,6 +236,8 @@ def build_components(home: Path, ports: Ports, resolve: bool = True) -> list[Com
         # etcd reads ETCD_* variables too and refuses to start when one shadows a flag.
         env_drop=("ETCD_",),
         home=home,
+        # client auth (a root user with a random password) before anything else connects
+        on_healthy=lambda: ensure_auth(home, f"{LOOPBACK}:{ports.etcd}"),
     )
 
     temporal_argv = [

@@ -57,8 +57,12 @@ def memory_mb() -> int:
         return 0
 
 
+def local_state_dir(home: Path) -> Path:
+    return home / "clusters" / LOCAL_CLUSTER
+
+
 def local_cluster_config(home: Path, run_as: str | None = None) -> dict[str, Any]:
-    config: dict[str, Any] = {"state_dir": str(home / "clusters" / LOCAL_CLUSTER)}
+    config: dict[str, Any] = {"state_dir": str(local_state_dir(home))}
     if run_as:
         config["run_as"] = run_as
     return config

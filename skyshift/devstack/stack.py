@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from skyshift.compat.local_user import default_work_root
 from skyshift.config import Settings
 from skyshift.devstack import health, procs
 from skyshift.devstack.components import (
@@ -28,6 +29,8 @@ from skyshift.devstack.components import (
     build_components,
     module_installed,
 )
+from skyshift.devstack.etcd_auth import secure_home
+from skyshift.devstack.local import LOCAL_CLUSTER, local_state_dir
 
 STATE_FILE = "stack.json"
 DEFAULT_GRACE = 10.0
@@ -204,6 +207,13 @@ def _check_ports_free(component: Component) -> None:
             raise StackError(f"port {port} ({what}) is already in use by another process{hint}")
 
 
+def _after_healthy(component: Component, reporter: Reporter) -> None:
+    if component.on_healthy is not None:
+        line = component.on_healthy()
+        if line:
+            reporter.info(line)
+
+
 @dataclass
 class UpResult:
     ports: Ports
@@ -220,7 +230,7 @@ def up(
     timeout: float | None = None,
 ) -> UpResult:
     """Start (or reuse) every installed component and wait until each is healthy, in order."""
-    home.mkdir(parents=True, exist_ok=True)
+    secure_home(home)
     with locked(home):
         previous = StackState.load(home)
         ports = resolve_ports(flags, previous.ports if previous else None)
@@ -242,7 +252,11 @@ def up(
                 reporter.info(f"{component.name}: removed stale pid file")
             if pid is not None:
                 recorded_argv = (record or {}).get("argv")
-                if recorded_argv and recorded_argv[1:] != component.argv[1:]:
+                recorded_env = (record or {}).get("env")  # absent: started by an older `up`
+                if recorded_argv and (
+                    recorded_argv[1:] != component.argv[1:]
+                    or (component.env and recorded_env != component.env)
+                ):
                     raise StackError(
                         f"{component.name} is running (pid {pid}) with other settings; "
                         "run `skyshift down` first"
@@ -251,6 +265,7 @@ def up(
                 started_at = float((record or {}).get("started_at") or 0.0)
                 elapsed = _wait_healthy(component, pid, started_at, limit, reporter)
                 reporter.end(component, True, elapsed, True)
+                _after_healthy(component, reporter)
                 result.reused.append(component.name)
                 continue
             _check_ports_free(component)
@@ -267,6 +282,7 @@ def up(
                 "start_ticks": procs.start_ticks(proc.pid),
                 "started_at": started_at,
                 "argv": component.argv,
+                "env": component.env,
                 "address": component.address,
                 "log": str(component.log),
             }
@@ -284,6 +300,7 @@ def up(
                 state.save()
                 raise
             reporter.end(component, True, elapsed, False)
+            _after_healthy(component, reporter)
             result.started.append(component.name)
         state.save()
         return result
@@ -334,6 +351,9 @@ def down(home: Path, purge: bool = False, grace: float = DEFAULT_GRACE) -> list[
                     shutil.rmtree(path, ignore_errors=True)
             for name in ("clusters", "logs"):
                 shutil.rmtree(home / name, ignore_errors=True)
+            # the working directories of the local cluster's run_as replicas live outside home
+            work_root = default_work_root(LOCAL_CLUSTER, local_state_dir(home))
+            shutil.rmtree(work_root, ignore_errors=True)
             (home / STATE_FILE).unlink(missing_ok=True)
     return out
 

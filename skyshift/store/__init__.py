@@ -3,6 +3,7 @@
 Import from here; the submodules are an implementation detail.
 """
 
+from skyshift.store.auth import enable_auth
 from skyshift.store.errors import (
     AlreadyExists,
     Conflict,
@@ -34,5 +35,6 @@ __all__ = [
     "TooLarge",
     "Unavailable",
     "WatchEvent",
+    "enable_auth",
     "parse_selector",
 ]

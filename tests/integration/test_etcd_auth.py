@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import stat
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from skyshift.config import EtcdCredentials, etcd_credentials
+from skyshift.config import EtcdCredentials, etcd_credentials, etcd_password_file
+from skyshift.devstack.components import StackError
+from skyshift.devstack.etcd_auth import ensure_auth
 from skyshift.store import ObjectStore, StoreError
 from skyshift.store.auth import enable_auth
 from tests.fixtures.etcd import EtcdServer, _new_server
@@ -153,3 +156,22 @@ async def test_store_and_watch_go_on_across_an_etcd_restart(auth_etcd: EtcdServe
             "after", "before",
         ]
         await events.aclose()
+
+
+def test_skyshift_up_turns_auth_on_once_with_a_private_password(
+    etcd_factory: Callable[[], EtcdServer], tmp_path: Path
+) -> None:
+    server = etcd_factory()
+    home = tmp_path / "home"
+    line = ensure_auth(home, server.endpoint)
+    path = etcd_password_file(home)
+    assert "client auth enabled" in line and str(path) in line
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    assert ensure_auth(home, server.endpoint) == ""  # a second `up`: nothing to do
+    status, body = gateway_range(server.endpoint)
+    assert status != 200 and "user name is empty" in body
+    path.write_text("not-the-password\n")  # lost and regenerated, say
+    with pytest.raises(StackError, match="down --purge"):
+        ensure_auth(home, server.endpoint)
