@@ -8,12 +8,15 @@ replicas against one etcd as needed.
 
 Authentication is always on (see :mod:`skyshift.api.auth`). TLS: set both
 ``SKYSHIFT_API_TLS_CERT`` and ``SKYSHIFT_API_TLS_KEY`` (PEM files) to serve HTTPS only.
+uvicorn's own ``X-Forwarded-For`` handling (which trusts 127.0.0.1 by default) is off: the app
+believes the header only from ``SKYSHIFT_TRUSTED_PROXIES`` (see :mod:`skyshift.api.clientaddr`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 import uvicorn
 
@@ -45,6 +48,21 @@ def tls_files() -> tuple[str, str] | None:
     return cert, key
 
 
+def server_options(settings: Settings, tls: tuple[str, str] | None) -> dict[str, Any]:
+    """Keyword arguments of ``uvicorn.run`` for this server."""
+    return {
+        "host": settings.api_host,
+        "port": settings.api_port,
+        "log_level": os.environ.get("SKYSHIFT_LOG_LEVEL", "info").lower(),
+        "timeout_graceful_shutdown": 5,
+        "ssl_certfile": tls[0] if tls else None,
+        "ssl_keyfile": tls[1] if tls else None,
+        # Client addresses come from ClientAddressMiddleware (SKYSHIFT_TRUSTED_PROXIES) only.
+        "proxy_headers": False,
+        "forwarded_allow_ips": "",
+    }
+
+
 def main() -> None:
     logging.basicConfig(
         level=os.environ.get("SKYSHIFT_LOG_LEVEL", "INFO").upper(),
@@ -53,15 +71,7 @@ def main() -> None:
     settings = Settings.from_env()
     tls = tls_files()
     app = create_app(settings, temporal=lifecycle_enabled())
-    uvicorn.run(
-        app,
-        host=settings.api_host,
-        port=settings.api_port,
-        log_level=os.environ.get("SKYSHIFT_LOG_LEVEL", "info").lower(),
-        timeout_graceful_shutdown=5,
-        ssl_certfile=tls[0] if tls else None,
-        ssl_keyfile=tls[1] if tls else None,
-    )
+    uvicorn.run(app, **server_options(settings, tls))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from skyshift.api import errors, handlers, jobs
 from skyshift.api.auth import AuthConfig, AuthService
 from skyshift.api.auth import routes as auth_routes
 from skyshift.api.auth.audit import AuditMiddleware
+from skyshift.api.clientaddr import ClientAddressMiddleware, Network, proxies_from_env
 from skyshift.api.deps import current_user
 from skyshift.api.errors import ApiError
 from skyshift.api.lifecycle import Lifecycle, TemporalLifecycle
@@ -73,6 +74,9 @@ class ApiOptions:
     max_nodes: int = DEFAULT_MAX_NODES
     max_patch_ops: int = DEFAULT_MAX_PATCH_OPS
     watch: WatchOptions = field(default_factory=WatchOptions)
+    #: Peers whose ``X-Forwarded-For`` is believed (``SKYSHIFT_TRUSTED_PROXIES``; see
+    #: :mod:`skyshift.api.clientaddr`). Empty: the header is ignored.
+    trusted_proxies: tuple[Network, ...] = ()
     #: Seconds a readiness probe waits for etcd / Temporal.
     probe_timeout: float = 2.0
 
@@ -89,6 +93,7 @@ class ApiOptions:
             opts.max_patch_ops = int(value)
         if value := os.environ.get("SKYSHIFT_API_WATCH_KEEPALIVE"):
             opts.watch.keepalive = float(value)
+        opts.trusted_proxies = proxies_from_env()
         return opts
 
     @property
@@ -178,6 +183,7 @@ def create_app(
     _fallback_routes(app)
     app.add_middleware(AuditMiddleware, writer=_audit_writer(the_auth))
     app.add_middleware(KindPathMiddleware)
+    app.add_middleware(ClientAddressMiddleware, proxies=opts.trusted_proxies)
     return app
 
 

@@ -461,7 +461,11 @@ async def test_audit_records_every_mutation(
     ]
     assert seen[0] == ("auditee", "delete", "jobs", "default", "a1", 403, "denied")  # newest
     assert ("admin", "create", "jobs", "default", "a1", 201, "success") in seen
-    assert ("auditee", "login", "tokens", None, None, 401, "denied") in seen
+    # a failed login proves no name: its actor is anonymous, the name tried only a detail
+    assert ("system:anonymous", "login", "tokens", None, None, 401, "denied") in seen
+    assert not any(r["user"] == "auditee" and r["code"] == 401 for r in items)
+    failed = next(r for r in items if r["action"] == "login" and r["code"] == 401)
+    assert failed["details"] == {"claimedUser": "auditee"}
     assert ("auditee", "login", "tokens", None, None, 200, "success") in seen
     assert ("auditee", "register", "users", None, "auditee", 201, "success") in seen
     assert ("admin", "invite", "invites", None, None, 201, "success") in seen

@@ -1,4 +1,5 @@
-"""The pure parts of the API's body limits: YAML event scan, decoded-size walk, bounded patches."""
+"""The pure parts of the API's hardening: YAML event scan, decoded-size walk, bounded patches,
+lockouts, the audit budget, client addresses behind proxies, e-mail syntax."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ from typing import Any
 import pytest
 
 from skyshift.api import body, patches, safeyaml
+from skyshift.api.auth.audit import Budget
+from skyshift.api.auth.emails import email_problem
+from skyshift.api.auth.throttle import LoginThrottle
+from skyshift.api.clientaddr import client_address, parse_proxies
 from skyshift.api.errors import ApiError
 from skyshift.api.limits import Limits, check_tree, field_path, measure
 
@@ -107,3 +112,75 @@ def test_patched_result_is_bounded_but_large_objects_may_shrink() -> None:
     large["status"] = {"message": "m" * 1000}  # written by the server, past the limit
     out = patches.apply_patch(large, "merge-patch", {"spec": {"n": "y"}}, limits)
     assert out["spec"]["n"] == "y"
+
+
+# --- auth: lockouts, audit budget, client addresses, e-mail -----------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_lockout_is_per_user_and_address_with_a_higher_total() -> None:
+    clock = Clock()
+    t = LoginThrottle(per_user=10, per_address=100, window=60, clock=clock, per_user_address=3)
+    for _ in range(3):
+        t.failed("admin", "6.6.6.6")
+    assert t.retry_after("admin", "6.6.6.6") > 0  # locked out from there
+    assert t.retry_after("admin", "7.7.7.7") == 0  # not from elsewhere
+    assert t.retry_after("bob", "6.6.6.6") == 0
+    for address in ("1.0.0.1", "1.0.0.2", "1.0.0.3"):
+        for _ in range(2):
+            t.failed("admin", address)
+    t.failed("admin", "1.0.0.4")  # 10 failures in all
+    assert t.retry_after("admin", "7.7.7.7") > 0  # the total for the user
+    clock.now += 61
+    assert t.retry_after("admin", "6.6.6.6") == 0
+    t.failed("carol", "8.8.8.8")
+    t.succeeded("carol", "8.8.8.8")
+    assert not t.pairs.retry_after("carol\x008.8.8.8") and not t.users.retry_after("carol")
+
+
+def test_anonymous_audit_budget() -> None:
+    clock = Clock()
+    budget = Budget(3, window=60, clock=clock)
+    assert [budget.take() for _ in range(5)] == [True, True, True, False, False]
+    clock.now += 60
+    assert budget.take()
+
+
+def test_client_address_believes_only_trusted_proxies() -> None:
+    proxies = parse_proxies("10.0.0.0/8, 192.0.2.1, ::1")
+    assert client_address("203.0.113.5", ["1.2.3.4"], proxies) == "203.0.113.5"
+    assert client_address("10.1.1.1", ["1.2.3.4"], proxies) == "1.2.3.4"
+    assert client_address("10.1.1.1", ["6.6.6.6, 1.2.3.4, 10.2.2.2"], proxies) == "1.2.3.4"
+    assert client_address("10.1.1.1", ["6.6.6.6", "1.2.3.4"], proxies) == "1.2.3.4"
+    assert client_address("10.1.1.1", [], proxies) == "10.1.1.1"
+    assert client_address("10.1.1.1", ["10.3.3.3"], proxies) == "10.3.3.3"
+    assert client_address("127.0.0.1", ["1.2.3.4"], ()) == "127.0.0.1"
+    assert parse_proxies("") == ()
+    with pytest.raises(ValueError, match="SKYSHIFT_TRUSTED_PROXIES: 'nope'"):
+        parse_proxies("10.0.0.1, nope")
+
+
+@pytest.mark.parametrize(
+    ("email", "ok"),
+    [
+        ("m@example.com", True),
+        ("first.last+tag@sub.example.org", True),
+        ("not-an-email", False),
+        ("a@b", False),
+        ("two@@example.com", False),
+        ("x@exa mple.com", False),
+        ("@example.com", False),
+        ("dot.@example.com", False),
+        ("a@-bad.com", False),
+        ("a" * 65 + "@example.com", False),
+    ],
+)
+def test_email_problem(email: str, ok: bool) -> None:
+    assert (email_problem(email) is None) == ok

@@ -10,6 +10,12 @@ authorization dependency does it for every object route); requests that never au
 are only logged (writing them to etcd would let anyone fill it). A failed audit write is logged
 and does not undo the mutation.
 
+The actor (``user``) of a record is always a verified name: the token's user, or the account a
+login or registration just proved. Failed logins and registrations are recorded as
+:data:`ANONYMOUS` with the client address (the name they tried is only a detail), and are
+throttled per address before they get here; on top of that, one replica writes at most
+``anonymous_per_minute`` such records, and only logs the rest.
+
 Records older than the retention (``SKYSHIFT_AUDIT_RETENTION_DAYS``, default 90; 0 keeps them
 forever) are pruned by the writer at most once per ``PRUNE_EVERY`` seconds: because names sort
 newest first, everything older than the cutoff is one contiguous key range, removed in one etcd
@@ -37,6 +43,9 @@ MUTATIONS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _STATE_KEY = "skyshift_audit"
 _MAX_NS = 10**20
 PRUNE_EVERY = 600.0  # seconds between two prunes by one API replica
+#: The actor of records about callers that proved no identity (not a valid user name).
+ANONYMOUS = "system:anonymous"
+ANONYMOUS_PER_MINUTE = 60
 
 
 def note(request: Request, **fields: Any) -> None:
@@ -102,12 +111,40 @@ class AuditLog:
 Writer = Callable[[dict[str, Any]], Awaitable[None]]
 
 
+class Budget:
+    """At most ``limit`` takes per ``window`` seconds (a fixed window: cheap, and only a cap)."""
+
+    def __init__(
+        self, limit: int, window: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.limit = limit
+        self.window = window
+        self.clock = clock
+        self._start = float("-inf")
+        self._used = 0
+
+    def take(self) -> bool:
+        now = self.clock()
+        if now - self._start >= self.window:
+            self._start, self._used = now, 0
+        if self._used >= self.limit:
+            return False
+        self._used += 1
+        return True
+
+
 class AuditMiddleware:
     """Writes an audit record after every mutating request (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, writer: Writer | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        writer: Writer | None = None,
+        anonymous_per_minute: int = ANONYMOUS_PER_MINUTE,
+    ) -> None:
         self.app = app
         self.writer = writer
+        self.anonymous = Budget(anonymous_per_minute)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in MUTATIONS or self.writer is None:
@@ -143,8 +180,13 @@ class AuditMiddleware:
         if noted.get("details"):
             fields["details"] = noted["details"]
         fields = {k: v for k, v in fields.items() if v is not None}
-        if not fields["user"] or code == 429:
-            # Unauthenticated or throttled: logged only, so nobody can flood etcd with records.
+        if (
+            not fields["user"]
+            or code == 429
+            or (fields["user"] == ANONYMOUS and not self.anonymous.take())
+        ):
+            # Unauthenticated, throttled, or past the budget of anonymous records: logged
+            # only, so nobody can flood etcd with records.
             log.info(
                 "%s %s by %r -> %s from %s",
                 fields["method"],

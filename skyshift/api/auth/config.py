@@ -51,11 +51,14 @@ class AuthConfig:
     token_ttl_hours: float = DEFAULT_TOKEN_TTL_HOURS
     #: Lifetime of invites (``SKYSHIFT_INVITE_TTL_HOURS``).
     invite_ttl_hours: float = 72.0
-    #: Failed logins per user name / per client address within ``throttle_window`` seconds
-    #: before further attempts get 429 (``SKYSHIFT_LOGIN_MAX_FAILURES``,
-    #: ``SKYSHIFT_LOGIN_MAX_FAILURES_PER_ADDRESS``, ``SKYSHIFT_LOGIN_THROTTLE_SECONDS``).
+    #: Failed logins within ``throttle_window`` seconds before further attempts get 429: for one
+    #: user from one client address (``SKYSHIFT_LOGIN_MAX_FAILURES``), from one address for any
+    #: users (``SKYSHIFT_LOGIN_MAX_FAILURES_PER_ADDRESS``), and for one user from all addresses
+    #: (``SKYSHIFT_LOGIN_MAX_FAILURES_TOTAL``); the window is ``SKYSHIFT_LOGIN_THROTTLE_SECONDS``.
+    #: Failed registrations count against their address with the per-address limit.
     max_failures_per_user: int = 5
     max_failures_per_address: int = 20
+    max_failures_per_user_total: int = 100
     throttle_window: float = 300.0
     #: How long one replica trusts its cached users and roles before reading etcd again
     #: (``SKYSHIFT_AUTH_CACHE_SECONDS``); changes made through a replica apply there at once.
@@ -76,6 +79,7 @@ class AuthConfig:
             invite_ttl_hours=_float("SKYSHIFT_INVITE_TTL_HOURS", 72.0),
             max_failures_per_user=_int("SKYSHIFT_LOGIN_MAX_FAILURES", 5),
             max_failures_per_address=_int("SKYSHIFT_LOGIN_MAX_FAILURES_PER_ADDRESS", 20),
+            max_failures_per_user_total=_int("SKYSHIFT_LOGIN_MAX_FAILURES_TOTAL", 100),
             throttle_window=_float("SKYSHIFT_LOGIN_THROTTLE_SECONDS", 300.0),
             cache_seconds=_float("SKYSHIFT_AUTH_CACHE_SECONDS", 1.0),
             audit_retention_days=_retention("SKYSHIFT_AUDIT_RETENTION_DAYS", 90.0),

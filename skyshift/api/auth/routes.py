@@ -19,7 +19,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from skyshift.api.auth import bootstrap, invites
-from skyshift.api.auth.audit import note
+from skyshift.api.auth.audit import ANONYMOUS, note
+from skyshift.api.auth.emails import email_problem
 from skyshift.api.auth.passwords import password_problem
 from skyshift.api.auth.rbac import roles_of
 from skyshift.api.auth.service import AuthService, Principal, public_user
@@ -131,8 +132,11 @@ async def _credentials(request: Request) -> tuple[str, str]:
 async def token(request: Request) -> Any:
     auth = _auth(request)
     username, password = await _credentials(request)
-    note(request, user=username[:64], action="login", resource="tokens")
+    # Until the password proves the name, the actor is anonymous (malformed requests: no record).
+    note(request, user=ANONYMOUS, action="login", resource="tokens")
+    note(request, details={"claimedUser": username[:64]})
     issued = await auth.login(username, password, _address(request))
+    note(request, user=username, details={})  # the password proved the name
     return JSONResponse(
         {
             "access_token": issued.token,
@@ -153,6 +157,25 @@ async def token(request: Request) -> Any:
 )
 async def register_user(request: Request) -> Any:
     auth = _auth(request)
+    address = _address(request)
+    if wait := auth.registrations.retry_after(address):
+        raise ApiError(
+            429,
+            f"too many failed registrations from this address: try again in {wait} s",
+            headers={"Retry-After": str(wait)},
+        )
+    try:
+        created = await _register(request, auth)
+    except ApiError as exc:
+        if 400 <= exc.code < 500:
+            auth.registrations.failed(address)
+        raise
+    name = str(created["metadata"]["name"])
+    note(request, user=name)  # the invite proved the right to this name
+    return JSONResponse(public_user(created, await auth.roles_of(name)), status_code=201)
+
+
+async def _register(request: Request, auth: AuthService) -> dict[str, Any]:
     body: RegisterRequest = await _json_body(request, RegisterRequest, "registration")
     try:
         validate_name(body.username, "username")
@@ -160,7 +183,12 @@ async def register_user(request: Request) -> Any:
         raise ApiError(422, str(exc), field="username") from None
     if problem := password_problem(body.password):
         raise ApiError(422, problem, field="password")
-    note(request, user=body.username, action="register", resource="users", name=body.username)
+    if body.email and (problem := email_problem(body.email)):
+        raise ApiError(
+            400, f"email {body.email[:100]!r} is not an e-mail address: {problem}", field="email"
+        )
+    # Until the invite is used, the actor is anonymous (malformed requests: no record).
+    note(request, user=ANONYMOUS, action="register", resource="users", name=body.username)
     invite = await invites.find(auth.store, body.invite)
     roles, inviter = invites.roles_of(invite), invites.inviter_of(invite)
     note(request, details={"roles": roles, "invitedBy": inviter})
@@ -183,7 +211,7 @@ async def register_user(request: Request) -> Any:
     for role in roles:
         await _add_member(auth, role, body.username)
     auth.directory.invalidate()
-    return JSONResponse(public_user(created, await auth.roles_of(body.username)), status_code=201)
+    return created
 
 
 async def _check_inviter_still_may(auth: AuthService, inviter: str, roles: list[str]) -> None:

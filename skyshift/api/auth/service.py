@@ -19,7 +19,7 @@ from skyshift.api.auth.audit import AuditLog
 from skyshift.api.auth.config import AuthConfig
 from skyshift.api.auth.directory import Directory
 from skyshift.api.auth.passwords import Passwords
-from skyshift.api.auth.throttle import LoginThrottle
+from skyshift.api.auth.throttle import LoginThrottle, Throttle
 from skyshift.api.auth.tokens import InvalidToken, IssuedToken, TokenIssuer
 from skyshift.api.errors import ApiError
 from skyshift.store import ObjectStore, StoreError
@@ -65,8 +65,13 @@ class AuthService:
         self.passwords = Passwords(config.argon2_time_cost, config.argon2_memory_kib)
         self.directory = Directory(store, config.cache_seconds)
         self.throttle = LoginThrottle(
-            config.max_failures_per_user, config.max_failures_per_address, config.throttle_window
+            config.max_failures_per_user_total,
+            config.max_failures_per_address,
+            config.throttle_window,
+            per_user_address=config.max_failures_per_user,
         )
+        #: Failed registrations per client address (they cost an etcd read and a log line).
+        self.registrations = Throttle(config.max_failures_per_address, config.throttle_window)
         self.audit = AuditLog(store, config.audit_retention_days)
         self.ready = False
         self._retry: asyncio.Task[None] | None = None
@@ -187,7 +192,7 @@ class AuthService:
             raise ApiError(
                 401, "invalid username or password", reason="LoginFailed", headers=BEARER
             )
-        self.throttle.succeeded(username)
+        self.throttle.succeeded(username, address)
         return self.tokens.issue(username, str(user["metadata"].get("uid") or ""))
 
 

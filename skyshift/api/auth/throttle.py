@@ -1,11 +1,20 @@
-"""Login throttling: too many failed logins for one user name, or from one client address,
-within a window get 429 with Retry-After until the oldest failure leaves the window.
+"""Login throttling: too many failed logins within a window get 429 with Retry-After until the
+oldest failure leaves the window. Failures are counted three ways:
+
+* per user name *and* client address (``SKYSHIFT_LOGIN_MAX_FAILURES``, default 5): guessing one
+  user's password from one address. This is the lockout people meet, and it locks the user out
+  only from that address, so nobody can lock ``admin`` out everywhere by failing on purpose;
+* per client address (default 20): guessing many users' passwords from one address;
+* per user name from all addresses together (``SKYSHIFT_LOGIN_MAX_FAILURES_TOTAL``, default 100):
+  a distributed guess at one account; high enough that locking a user out everywhere takes many
+  addresses, each of which is itself limited.
 
 State is in memory per API replica: with N replicas behind a load balancer an attacker gets at
 most N times the budget, which still turns an online brute force into a hopeless one. Throttled
 attempts are refused before the password is checked, so a correct guess during a lockout is
 refused too. A successful login clears its user name's failures (not its address's, or one
-valid account would reset the budget for guessing others).
+valid account would reset the budget for guessing others). Client addresses are what
+:mod:`skyshift.api.clientaddr` decided (X-Forwarded-For only from trusted proxies).
 """
 
 from __future__ import annotations
@@ -62,7 +71,11 @@ class Throttle:
 
 
 class LoginThrottle:
-    """One throttle per user name and one per client address."""
+    """Failed logins per (user, address), per address and per user (see the module docstring).
+
+    ``per_user`` bounds a user name's failures from all addresses together; ``per_user_address``
+    (default: ``per_user``) its failures from one address.
+    """
 
     def __init__(
         self,
@@ -70,16 +83,32 @@ class LoginThrottle:
         per_address: int,
         window: float,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        per_user_address: int | None = None,
     ) -> None:
         self.users = Throttle(per_user, window, clock)
         self.addresses = Throttle(per_address, window, clock)
+        self.pairs = Throttle(
+            per_user if per_user_address is None else per_user_address, window, clock
+        )
+
+    @staticmethod
+    def _pair(username: str, address: str) -> str:
+        return f"{username}\x00{address}"
 
     def retry_after(self, username: str, address: str) -> int:
-        return max(self.users.retry_after(username), self.addresses.retry_after(address))
+        return max(
+            self.pairs.retry_after(self._pair(username, address)),
+            self.addresses.retry_after(address),
+            self.users.retry_after(username),
+        )
 
     def failed(self, username: str, address: str) -> None:
+        self.pairs.failed(self._pair(username, address))
         self.users.failed(username)
         self.addresses.failed(address)
 
-    def succeeded(self, username: str) -> None:
+    def succeeded(self, username: str, address: str | None = None) -> None:
         self.users.clear(username)
+        if address is not None:
+            self.pairs.clear(self._pair(username, address))
