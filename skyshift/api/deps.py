@@ -33,6 +33,7 @@ __all__ = [
     "authorize",
     "check_access",
     "check_role_grants",
+    "check_role_replace",
     "current_user",
 ]
 
@@ -80,6 +81,14 @@ async def check_role_grants(request: Request, role: dict[str, Any]) -> None:
     who = getattr(request.state, "principal", None)
     if auth is not None and isinstance(who, Principal):
         await auth.check_role_write(who, role)
+
+
+async def check_role_replace(request: Request, current: dict[str, Any]) -> None:
+    """403 when the caller overwrites or deletes a stored Role granting more than it holds."""
+    auth = get_auth(request)
+    who = getattr(request.state, "principal", None)
+    if auth is not None and isinstance(who, Principal):
+        await auth.check_role_replace(who, current)
 
 
 def authorize(

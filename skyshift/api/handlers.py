@@ -176,8 +176,13 @@ async def patch(
     patch_kind: str,
     doc: Any,
     limits: Limits = DEFAULT_LIMITS,
+    *,
+    expected_rv: str | None = None,
 ) -> dict[str, Any]:
+    """``expected_rv``: the resourceVersion the caller checked the object at (409 if not)."""
     current = await get_object(store, info, name, namespace)
+    if expected_rv is not None and expected_rv != str(current["metadata"]["resourceVersion"]):
+        raise _stale(expected_rv, current)
     patched = await patched_copy(current, patch_kind, doc, limits)
     objects.check_patched_identity(current, patched)
     new, changed = objects.merge_update(info, current, patched)

@@ -9,6 +9,7 @@ named in the body (what ``skyctl apply`` needs); ``PUT`` on an object replaces i
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ from skyshift.api.deps import (
     authorize,
     check_access,
     check_role_grants,
+    check_role_replace,
     get_lifecycle,
     get_options,
     get_store,
@@ -32,6 +34,7 @@ from skyshift.api.watch import NDJSON, watch_response
 from skyshift.models.base import API_VERSION
 from skyshift.models.registry import KindInfo
 from skyshift.store import ObjectStore
+from skyshift.store.errors import NotFound
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "Malformed JSON/YAML, or URL and body disagree"},
@@ -165,6 +168,23 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
         if kind == "Role":  # nobody writes a role granting more than they hold
             await check_role_grants(request, obj)
 
+    async def guard_stored(request: Request, current: dict[str, Any]) -> str:
+        """A stored Role is replaced or deleted only by someone holding all it grants; returns
+        its resourceVersion, the precondition of the write (so the role checked is the one
+        written over)."""
+        await check_role_replace(request, current)
+        return str(current["metadata"]["resourceVersion"])
+
+    async def pin_role(request: Request, data: dict[str, Any], name: str) -> dict[str, Any]:
+        """``data`` (a Role replacing the stored ``name``) checked against the stored role and
+        conditional on its resourceVersion, unless the body names one itself."""
+        current = await handlers.get_object(get_store(request), info, name, None)
+        rv = await guard_stored(request, current)
+        meta = data.get("metadata")
+        if meta is None or (isinstance(meta, dict) and meta.get("resourceVersion") is None):
+            data = {**data, "metadata": {**(meta or {}), "resourceVersion": rv}}
+        return data
+
     async def create(request: Request, namespace: str | None) -> Response:
         data = await read_manifest(request, get_options(request).limits)
         note(request, name=_manifest_name(data))
@@ -178,6 +198,10 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
         data = await read_manifest(request, get_options(request).limits)
         note(request, name=_manifest_name(data))
         await guard(request, data)
+        if kind == "Role" and (name := _manifest_name(data)):
+            with contextlib.suppress(NotFound):  # a new role: nothing to write over
+                await get_store(request).get(plural, name)
+                data = await pin_role(request, data, name)
 
         async def check(action: str) -> None:
             note(request, action=action)
@@ -214,6 +238,8 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
     async def replace(request: Request, namespace: str | None, name: str) -> Response:
         data = await read_manifest(request, get_options(request).limits)
         await guard(request, data)
+        if kind == "Role":
+            data = await pin_role(request, data, name)
         obj = await handlers.replace(
             get_store(request), get_lifecycle(request), info, data, ns_of(namespace), name
         )
@@ -222,8 +248,10 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
     async def patch(request: Request, namespace: str | None, name: str) -> Response:
         limits = get_options(request).limits
         patch_kind, doc = await read_patch(request, limits)
+        expected: str | None = None
         if kind == "Role":
             current = await handlers.get_object(get_store(request), info, name, ns_of(namespace))
+            expected = await guard_stored(request, current)
             await guard(request, await handlers.patched_copy(current, patch_kind, doc, limits))
         obj = await handlers.patch(
             get_store(request),
@@ -234,6 +262,7 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
             patch_kind,
             doc,
             limits,
+            expected_rv=expected,
         )
         return JSONResponse(obj)
 
@@ -241,6 +270,10 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
         request: Request, namespace: str | None, name: str, rv: str | None
     ) -> Response:
         lifecycle: Lifecycle | None = get_lifecycle(request)
+        if kind == "Role":
+            current = await handlers.get_object(get_store(request), info, name, None)
+            stored_rv = await guard_stored(request, current)
+            rv = rv or stored_rv
         obj, finished = await handlers.delete(
             get_store(request), lifecycle, info, name, ns_of(namespace), rv
         )

@@ -284,3 +284,62 @@ async def test_registration_refuses_a_junk_email_without_using_the_invite(
     r = await c.post("/register_user", json=good)
     assert r.status_code == 201, r.text
     assert r.json()["spec"]["email"] == "m@example.com"
+
+
+# --- 5. nobody writes over or deletes a role granting more than they hold ----------------------
+
+
+async def test_role_writers_cannot_overwrite_or_delete_roles_they_do_not_hold(
+    secure_client: httpx.AsyncClient, admin_headers: dict[str, str], store: ObjectStore
+) -> None:
+    c = secure_client
+    writer = {
+        "kind": "Role",
+        "metadata": {"name": "role-admin"},
+        "spec": {
+            "rules": [
+                {"resources": ["roles"], "actions": ["create", "update", "patch", "delete", "get"]},
+                {"resources": ["jobs"], "actions": ["get"]},
+            ],
+            "namespaces": ["default"],
+        },
+    }
+    assert (await c.post("/roles", json=writer, headers=admin_headers)).status_code == 201
+    secret = await invite(c, admin_headers, "role-admin")
+    body = {"username": "ra", "password": PASSWORD, "invite": secret}
+    assert (await c.post("/register_user", json=body)).status_code == 201
+    ra = bearer(await token_for(c, "ra", PASSWORD))
+    empty = {"kind": "Role", "metadata": {"name": "admin"}, "spec": {"rules": [], "users": []}}
+    before = {p: (await store.list(p)).items for p in ("roles", "users")}
+    for name in ("admin", "reader"):
+        attempts = [
+            c.put(f"/roles/{name}", json={**empty, "metadata": {"name": name}}, headers=ra),
+            c.put("/roles", json={**empty, "metadata": {"name": name}}, headers=ra),
+            c.patch(f"/roles/{name}", json={"spec": {"rules": []}},
+                    headers={**ra, "Content-Type": "application/merge-patch+json"}),
+            c.patch(f"/roles/{name}", json=[{"op": "remove", "path": "/spec/rules/0"}],
+                    headers={**ra, "Content-Type": "application/json-patch+json"}),
+            c.delete(f"/roles/{name}", headers=ra),
+        ]
+        for attempt in attempts:
+            r = await attempt
+            assert r.status_code == 403, (name, r.request.method, r.text)
+            err = r.json()["error"]
+            assert err["field"] == "spec.rules" and f"role {name}" in err["message"]
+    assert {p: (await store.list(p)).items for p in ("roles", "users")} == before
+    # a role it holds all of, it may still change and delete
+    mine = {"kind": "Role", "metadata": {"name": "mine"},
+            "spec": {"rules": [{"resources": ["jobs"], "actions": ["get"]}],
+                     "namespaces": ["default"]}}
+    assert (await c.post("/roles", json=mine, headers=ra)).status_code == 201
+    mine["spec"]["users"] = ["ra"]
+    assert (await c.put("/roles/mine", json=mine, headers=ra)).status_code == 200
+    assert (await c.put("/roles", json=mine, headers=ra)).status_code == 200
+    r = await c.patch("/roles/mine", json={"spec": {"users": []}},
+                      headers={**ra, "Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    assert (await c.delete("/roles/mine", headers=ra)).status_code == 200
+    # and an admin may do anything
+    r = await c.patch("/roles/reader", json={"spec": {"users": ["ra"]}},
+                      headers={**admin_headers, "Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text

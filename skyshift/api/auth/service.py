@@ -173,6 +173,22 @@ class AuthService:
                 field="spec.rules",
             )
 
+    async def check_role_replace(self, who: Principal, current: dict[str, Any]) -> None:
+        """403 unless ``who`` holds everything the stored role grants: nobody may overwrite or
+        delete a role they could not have written (e.g. empty out ``admin``)."""
+        if who.unrestricted:
+            return
+        spec = current.get("spec") if isinstance(current.get("spec"), dict) else {}
+        missing = rbac.missing_grants(await self.directory.roles(), who.name, spec or {})
+        if missing:
+            raise ApiError(
+                403,
+                f"forbidden: user {who.name} may not change or delete role "
+                f"{rbac.role_name(current)}, which grants more than it holds "
+                f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''})",
+                field="spec.rules",
+            )
+
     # -- logging in ----------------------------------------------------------------------------
 
     async def login(self, username: str, password: str, address: str) -> IssuedToken:
