@@ -6,6 +6,7 @@ import http.server
 import json
 import socket
 import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -335,3 +336,37 @@ def test_attach_local_cluster_is_idempotent(tmp_path: Path) -> None:
     assert seen[0]["metadata"] == {"name": "local"}
     assert isinstance(spec, dict) and spec["manager"] == "local" and spec["memory"] > 0
     assert spec["config"] == {"state_dir": str(tmp_path / "clusters" / "local")}
+
+
+def test_generic_hook_runs_once_healthy_and_changed_env_is_not_reused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``on_healthy`` runs after every start or reuse (etcd's auth setup); a process started with
+    other environment settings (e.g. before etcd had a password) is not silently reused."""
+    calls: list[str] = []
+    env_extra: dict[str, str] = {}
+
+    def hook() -> str:
+        calls.append("hook")
+        return "hook ran"
+
+    def make(home: Path) -> list[Component]:
+        sleeper = fake(home, "sleeper", "import time; time.sleep(600)", ProcessHealth(settle=0.2))
+        sleeper.env.update(env_extra)
+        sleeper.on_healthy = hook
+        return [sleeper]
+
+    use_components(monkeypatch, make)
+    home = tmp_path / "home"
+    rec = Recorder()
+    stack_mod.up(home, {}, rec)
+    assert "info hook ran" in rec.events
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    stack_mod.up(home, {}, Recorder())
+    assert calls == ["hook", "hook"]
+    env_extra["SKYSHIFT_ETCD_USER"] = "root"
+    try:
+        with pytest.raises(StackError, match=r"running .* with other settings"):
+            stack_mod.up(home, {}, Recorder())
+    finally:
+        stack_mod.down(home, grace=5)
