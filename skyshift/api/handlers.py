@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from skyshift.api import objects
+from skyshift.api import objects, references
 from skyshift.api.errors import ApiError
 from skyshift.api.lifecycle import Lifecycle, notify
 from skyshift.api.limits import DEFAULT_LIMITS, Limits
@@ -65,6 +65,11 @@ def _not_found(info: KindInfo, name: str, namespace: str | None) -> ApiError:
     return ApiError(404, f"{info.kind} {name} not found{where}")
 
 
+def _warn(warnings: list[str] | None, new: list[str]) -> None:
+    if warnings is not None:
+        warnings.extend(new)
+
+
 def _hooks(info: KindInfo, lifecycle: Lifecycle | None) -> Lifecycle | None:
     """The lifecycle to notify about objects of ``info``, if any."""
     return lifecycle if lifecycle is not None and info.model.HAS_LIFECYCLE else None
@@ -85,12 +90,15 @@ async def create(
     info: KindInfo,
     data: dict[str, Any],
     namespace: str | None,
+    warnings: list[str] | None = None,
 ) -> dict[str, Any]:
+    """``warnings``: gets what the response should warn about (see :mod:`.references`)."""
     data = objects.check_identity(info, data, namespace)
     obj = objects.prepare_create(info, data)
     if info.namespaced:
         assert namespace is not None
         await require_namespace(store, namespace)
+    _warn(warnings, await references.check(store, info.kind, obj))
     try:
         created = await store.create(info.plural, obj)
     except AlreadyExists:
@@ -112,6 +120,7 @@ async def replace(
     data: dict[str, Any],
     namespace: str | None,
     name: str | None,
+    warnings: list[str] | None = None,
 ) -> dict[str, Any]:
     """PUT: replace spec/labels/annotations; metadata.resourceVersion, when given, must match."""
     data = objects.check_identity(info, data, namespace, name)
@@ -120,6 +129,12 @@ async def replace(
         raise ApiError(422, "metadata.name is required", field="metadata.name")
     rv = data["metadata"].get("resourceVersion")
     changed = False
+    if references.applies(info.kind):
+        # What the new object names is checked before the write (it reads etcd, which the
+        # compare-and-swap below cannot): validate it against the object as it is now.
+        previous = await get_object(store, info, name, namespace)
+        new, _ = objects.merge_update(info, previous, data)
+        _warn(warnings, await references.check(store, info.kind, new, previous))
 
     def mutate(current: dict[str, Any]) -> dict[str, Any]:
         # Runs on every compare-and-swap round: with a client resourceVersion a concurrent
@@ -147,6 +162,7 @@ async def apply(
     data: dict[str, Any],
     namespace: str | None,
     check: Callable[[str], Awaitable[None]] | None = None,
+    warnings: list[str] | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """PUT on the collection: create the named object, or replace it if it exists.
 
@@ -161,10 +177,10 @@ async def apply(
     except NotFound:
         if check is not None:
             await check("create")
-        return await create(store, lifecycle, info, data, namespace), True
+        return await create(store, lifecycle, info, data, namespace, warnings), True
     if check is not None:
         await check("update")
-    return await replace(store, lifecycle, info, data, namespace, name), False
+    return await replace(store, lifecycle, info, data, namespace, name, warnings), False
 
 
 async def patch(
@@ -178,6 +194,7 @@ async def patch(
     limits: Limits = DEFAULT_LIMITS,
     *,
     expected_rv: str | None = None,
+    warnings: list[str] | None = None,
 ) -> dict[str, Any]:
     """``expected_rv``: the resourceVersion the caller checked the object at (409 if not)."""
     current = await get_object(store, info, name, namespace)
@@ -186,6 +203,7 @@ async def patch(
     patched = await patched_copy(current, patch_kind, doc, limits)
     objects.check_patched_identity(current, patched)
     new, changed = objects.merge_update(info, current, patched)
+    _warn(warnings, await references.check(store, info.kind, new, current))
     updated = await store.update(
         info.plural, new, expected_rv=str(current["metadata"]["resourceVersion"])
     )

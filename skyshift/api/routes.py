@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from skyshift.api import handlers
+from skyshift.api import handlers, references
 from skyshift.api.auth.audit import note
 from skyshift.api.body import read_manifest, read_patch
 from skyshift.api.deps import (
@@ -37,7 +37,10 @@ from skyshift.store import ObjectStore
 from skyshift.store.errors import NotFound
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"description": "Malformed JSON/YAML, or URL and body disagree"},
+    400: {
+        "description": "Malformed JSON/YAML, a body past its limits (depth, YAML aliases), URL "
+        "and body disagree, or a Link/Endpoints naming a cluster that does not exist"
+    },
     404: {"description": "No such object, namespace or kind"},
     409: {"description": "Stale resourceVersion or already exists"},
     413: {"description": "Body larger than the limit"},
@@ -87,6 +90,14 @@ def _list_body(info: KindInfo, items: list[dict[str, Any]], rv: str, cont: str |
         "metadata": {"resourceVersion": rv, "continue": cont},
         "items": items,
     }
+
+
+def _written(obj: dict[str, Any], status: int, warnings: list[str]) -> JSONResponse:
+    """The response to a write, with a ``Warning`` header per warning (see references)."""
+    response = JSONResponse(obj, status_code=status)
+    for value in references.header_values(warnings):
+        response.headers.append("Warning", value)
+    return response
 
 
 def _manifest_name(data: Any) -> str | None:
@@ -189,10 +200,11 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
         data = await read_manifest(request, get_options(request).limits)
         note(request, name=_manifest_name(data))
         await guard(request, data)
+        warnings: list[str] = []
         obj = await handlers.create(
-            get_store(request), get_lifecycle(request), info, data, ns_of(namespace)
+            get_store(request), get_lifecycle(request), info, data, ns_of(namespace), warnings
         )
-        return JSONResponse(obj, status_code=201)
+        return _written(obj, 201, warnings)
 
     async def apply(request: Request, namespace: str | None, user: Principal) -> Response:
         data = await read_manifest(request, get_options(request).limits)
@@ -207,10 +219,17 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
             note(request, action=action)
             await check_access(request, user, action, info, ns_of(namespace))
 
+        warnings: list[str] = []
         obj, created = await handlers.apply(
-            get_store(request), get_lifecycle(request), info, data, ns_of(namespace), check
+            get_store(request),
+            get_lifecycle(request),
+            info,
+            data,
+            ns_of(namespace),
+            check,
+            warnings,
         )
-        return JSONResponse(obj, status_code=201 if created else 200)
+        return _written(obj, 201 if created else 200, warnings)
 
     async def get_one(
         request: Request,
@@ -240,15 +259,17 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
         await guard(request, data)
         if kind == "Role":
             data = await pin_role(request, data, name)
+        warnings: list[str] = []
         obj = await handlers.replace(
-            get_store(request), get_lifecycle(request), info, data, ns_of(namespace), name
+            get_store(request), get_lifecycle(request), info, data, ns_of(namespace), name, warnings
         )
-        return JSONResponse(obj)
+        return _written(obj, 200, warnings)
 
     async def patch(request: Request, namespace: str | None, name: str) -> Response:
         limits = get_options(request).limits
         patch_kind, doc = await read_patch(request, limits)
         expected: str | None = None
+        warnings: list[str] = []
         if kind == "Role":
             current = await handlers.get_object(get_store(request), info, name, ns_of(namespace))
             expected = await guard_stored(request, current)
@@ -263,8 +284,9 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
             doc,
             limits,
             expected_rv=expected,
+            warnings=warnings,
         )
-        return JSONResponse(obj)
+        return _written(obj, 200, warnings)
 
     async def delete(
         request: Request, namespace: str | None, name: str, rv: str | None
