@@ -250,7 +250,10 @@ class SkyletActivities:
             uids = sorted({r.job_uid for r in listing})
             for uid in uids:
                 await heartbeating(manager.delete_job(uid))
+        jobs = {(s.namespace, s.job, s.uid) for s in self.ctx.table.values()}
         self.ctx.forget(list(self.ctx.table))
+        for namespace, job, uid in sorted(jobs):  # no skylet will count them here again
+            await self.write_counts(namespace, job, uid)
         event = ClusterEvent(inp.cluster, "deleted", f"cluster {inp.cluster} was deleted")
         told = await signal_all(self.client, dict.fromkeys(sorted(affected), event), SIG_CLUSTER)
         return TeardownResult(told, len(listing), f"deleted {len(listing)} replicas")

@@ -81,6 +81,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
 TERMINAL = ("Succeeded", "Failed")
+STATUS_FIRST_PATCH = "write-status-before-enqueue"
 
 
 @workflow.defn(name="JobWorkflow")
@@ -234,6 +235,10 @@ class JobWorkflow:
         js.due_restarts(self.s, now)
         stale = self.s.awaiting and now - self.s.requested_at >= self.inp.config.requeue_after
         if js.unplaced(self.s) and (not self.s.awaiting or stale):
+            # Status first: the placement the scheduler writes must come after ours, or ours
+            # (from before the placement) overwrites it and the job shows no placement at all.
+            if self.status_dirty and workflow.patched(STATUS_FIRST_PATCH):
+                await self._write_dirty()
             await self._enqueue(now)
         for cluster, recs in js.to_submit(self.s).items():
             if cluster not in self.submits:
@@ -242,12 +247,15 @@ class JobWorkflow:
                 task = asyncio.create_task(self._submit(cluster, recs, self.tokens))
                 self.submits[cluster] = (self.tokens, task)
         if self.status_dirty:
-            self.status_dirty = False
-            await self._write(JobStatusPatch(
-                self.inp.namespace, self.inp.name, self.inp.uid, message=self.s.message,
-                restarts=self.s.restarts, placement=js.placement_of(self.s),
-            ))
+            await self._write_dirty()
         self._search_attributes()
+
+    async def _write_dirty(self) -> None:
+        self.status_dirty = False
+        await self._write(JobStatusPatch(
+            self.inp.namespace, self.inp.name, self.inp.uid, message=self.s.message,
+            restarts=self.s.restarts, placement=js.placement_of(self.s),
+        ))
 
     def _search_attributes(self) -> None:
         values = [(PHASE, self.s.phase)]

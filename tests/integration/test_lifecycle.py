@@ -186,3 +186,11 @@ async def test_deleting_a_cluster_moves_its_jobs_and_removes_it(
         new = await s.get("clusters", "lc-new")
         raise AssertionError(f"{exc}; tenant: {last[0]}; lc-new: {new}") from None
     await s.wait("replica on lc-new", lambda: _count(s, "lc-new", 1), timeout=20)
+
+    async def counted_on_new_only() -> dict | None:
+        obj = await s.get("jobs", "tenant")
+        counts = (obj or {}).get("status", {}).get("replicaStatus") or {}
+        return obj if set(counts) == {"lc-new"} else None
+
+    # the deleted cluster's replica counts go with it (nothing would ever update them)
+    await s.wait("replica counts of lc-new only", counted_on_new_only, timeout=20)

@@ -248,3 +248,25 @@ async def test_continue_as_new_keeps_state(workflow_env: WorkflowEnvironment) ->
         assert fakes.of("submit_replicas")[-1].replicas[0].rank == 1
         await h.signal(SIG_ENSURE, JobInput(**{**inp.__dict__, "deleting": True}))
         assert await h.result() == "Deleted"
+
+
+async def test_status_of_a_move_is_written_before_asking_for_a_new_placement(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """The scheduler writes the new placement to the job's status as soon as it places it; the
+    job's own write of the move ('moving 1 replicas elsewhere', placement {}) must come before
+    it asks, or it can land after the scheduler's and leave the job showing no placement."""
+    fakes, a, b = Fakes(), unique("a"), unique("b")
+    async with workers(workflow_env.client, fakes, [a, b]) as q:
+        inp = job()
+        h = await start(workflow_env.client, q, inp)
+        await place(h, fakes, 1, {a: 1})
+        await fakes.wait_for("submit_replicas")
+        await h.signal(SIG_CLUSTER, ClusterEvent(a, "deleted", "cluster deleted"))
+        await fakes.wait_for("enqueue_job", 2)
+    after_event = fakes.names()[fakes.names().index("submit_replicas") + 1:]
+    moving = [i for i, (n, p) in enumerate(fakes.calls) if n == "write_job_status"
+              and p.message and "moving 1 replicas" in p.message]
+    assert moving, after_event
+    second_enqueue = [i for i, (n, _) in enumerate(fakes.calls) if n == "enqueue_job"][1]
+    assert moving[0] < second_enqueue, after_event
