@@ -6,6 +6,7 @@ were placed and calls the right cluster's skylet; the API never talks to a clust
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -111,7 +112,7 @@ async def job_exec(
     limits = get_options(request).limits
     raw = await read_bytes(request, limits.max_bytes)
     try:
-        body = ExecRequest.model_validate(parse_json(raw, limits))
+        body = ExecRequest.model_validate(await asyncio.to_thread(parse_json, raw, limits))
     except ValidationError as exc:
         raise from_validation(exc, "exec request") from exc
     job = await handlers.get_object(get_store(request), JOB, name, namespace)
