@@ -43,7 +43,13 @@ except ImportError:  # a plain pytest without the dev extra: skip; a failure und
 
 from skyshift.models.registry import API_KINDS, parse_object
 from skyshift.store import ObjectStore
-from tests.fixtures.api import SAMPLES, RecordingLifecycle, sample, uvicorn_server
+from tests.fixtures.api import (
+    SAMPLES,
+    RecordingLifecycle,
+    add_sample_clusters,
+    sample,
+    uvicorn_server,
+)
 from tests.fixtures.auth import MakeSecureApi, admin_password, bearer, token_for
 
 pytestmark = pytest.mark.integration
@@ -319,6 +325,7 @@ async def test_fuzzed_requests_never_5xx_and_store_stays_consistent(
             r = await c.get("/openapi.json")
             assert r.status_code == 200
             spec: dict[str, Any] = r.json()
+        await add_sample_clusters(store)  # named by the Link and Endpoints samples
         await seed_targets(url, auth)
         await fuzz_and_check(url, spec, auth, store)
 

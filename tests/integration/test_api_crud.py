@@ -17,7 +17,7 @@ import yaml
 from skyshift.api import ApiOptions
 from skyshift.models.registry import API_KINDS
 from skyshift.store import ObjectStore
-from tests.fixtures.api import asgi_client, sample
+from tests.fixtures.api import add_sample_clusters, asgi_client, sample
 
 # Until tests/conftest.py lists it: load the API fixtures for this module.
 pytest_plugins = ["tests.fixtures.api"]
@@ -59,6 +59,7 @@ async def test_crud_every_kind(
     api_client_nolc: httpx.AsyncClient, store: ObjectStore, plural: str
 ) -> None:
     c = api_client_nolc
+    await add_sample_clusters(store)  # the clusters a Link or Endpoints sample names
     r = await c.post(coll(plural), json=sample(plural, "obj-a", app="x"))
     assert r.status_code == 201, r.text
     created = r.json()

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from skyshift.store import ObjectStore
-from tests.fixtures.api import RecordingLifecycle, sample
+from tests.fixtures.api import RecordingLifecycle, add_sample_clusters, sample
 
 # Until tests/conftest.py lists it: load the API fixtures for this module.
 pytest_plugins = ["tests.fixtures.api"]
@@ -107,6 +107,7 @@ async def test_kinds_without_lifecycle_delete_at_once(
     api_client: httpx.AsyncClient, api_lifecycle: RecordingLifecycle, store: ObjectStore
 ) -> None:
     c = api_client
+    await add_sample_clusters(store)
     assert (await c.post("/default/endpoints", json=sample("endpoints", "e"))).status_code == 201
     r = await c.delete("/default/endpoints/e")
     assert r.status_code == 200
