@@ -10,6 +10,8 @@ Authentication is always on (see :mod:`skyshift.api.auth`). TLS: set both
 ``SKYSHIFT_API_TLS_CERT`` and ``SKYSHIFT_API_TLS_KEY`` (PEM files) to serve HTTPS only.
 uvicorn's own ``X-Forwarded-For`` handling (which trusts 127.0.0.1 by default) is off: the app
 believes the header only from ``SKYSHIFT_TRUSTED_PROXIES`` (see :mod:`skyshift.api.clientaddr`).
+With ``SKYSHIFT_METRICS_ADDRESS`` (``host:port``) request metrics are served for Prometheus on
+that separate listener (see :mod:`skyshift.api.metrics`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import uvicorn
 
 from skyshift.api.app import create_app
 from skyshift.config import Settings
+from skyshift.workers.metrics_http import MetricsServer, metrics_address
 
 
 def lifecycle_enabled() -> bool:
@@ -71,7 +74,13 @@ def main() -> None:
     settings = Settings.from_env()
     tls = tls_files()
     app = create_app(settings, temporal=lifecycle_enabled())
-    uvicorn.run(app, **server_options(settings, tls))
+    address = metrics_address()  # Prometheus on its own listener: scraped without a token
+    metrics = MetricsServer(address).start() if address else None
+    try:
+        uvicorn.run(app, **server_options(settings, tls))
+    finally:
+        if metrics is not None:
+            metrics.stop()
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from skyshift.api.limits import (
     DEFAULT_MAX_PATCH_OPS,
     Limits,
 )
+from skyshift.api.metrics import MetricsMiddleware
 from skyshift.api.paths import KindPathMiddleware
 from skyshift.api.routes import kind_router
 from skyshift.api.watch import WatchOptions
@@ -181,6 +182,7 @@ def create_app(
     for _, namespaced in routers:
         app.include_router(namespaced)
     _fallback_routes(app)
+    app.add_middleware(MetricsMiddleware)  # innermost: sees the route the router matched
     app.add_middleware(AuditMiddleware, writer=_audit_writer(the_auth))
     app.add_middleware(KindPathMiddleware)
     app.add_middleware(ClientAddressMiddleware, proxies=opts.trusted_proxies)
