@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -373,7 +374,11 @@ async def test_replicas_spill_from_slurm_to_local_and_run_once(e2e: E2E) -> None
     replicas = on_slurm + 1  # one more than Slurm holds, and never more than local holds
     assert replicas > on_local
     name = e2e.job_name("wide")
-    runs = e2e.tmp / f"{name}.runs"
+    # local replicas run as the unprivileged skyshift-run: the file they append to must be
+    # writable by it (pytest's tmp dirs are root's, 0700)
+    shared = Path(tempfile.mkdtemp(prefix="e2e-runs-"))
+    shared.chmod(0o1777)
+    runs = shared / f"{name}.runs"
     job = await e2e.submit(name, f"echo $SKYSHIFT_RANK >> {runs}; echo rank $SKYSHIFT_RANK; "
                            "sleep 3", ["e2e-slurm1", "local"], cpus=cpus, replicas=replicas,
                            restartPolicy="Never")
