@@ -19,6 +19,7 @@ from skyshift.cli.render import Table, format_age
 from skyshift.cli.state import CliState, pass_state
 from skyshift.client.auth import AccountCalls, login, register
 from skyshift.client.config import CliConfig, Context, config_path, resolve_server, save_config
+from skyshift.models.user import email_problem
 
 
 def _password(given: str | None, from_stdin: bool, confirm: bool = False) -> str:
@@ -133,6 +134,8 @@ def register_cmd(
     Example:
       skyctl register alice --invite "$INVITE" --email alice@example.com
     """
+    if email and (problem := email_problem(email)):  # before asking for a password
+        raise UsageProblem(f"--email {email!r} is not a valid e-mail address: {problem}")
     cfg = state.config()
     server = _server(state, cfg, None)
     user = register(server, username, _password(password, from_stdin, confirm=True), invite, email)

@@ -13,6 +13,7 @@ import click
 
 from skyshift.cli import manifests
 from skyshift.cli.groups import AliasedGroup
+from skyshift.cli.kinds import NAME
 from skyshift.cli.output import object_ref, to_yaml
 from skyshift.cli.state import CliState, pass_state
 
@@ -54,7 +55,7 @@ def submit(state: CliState, manifest: dict[str, Any], dry_run: bool) -> None:
 
 
 @create.aliased("job", "jobs")
-@click.argument("name")
+@click.argument("name", type=NAME)
 @namespace_option
 @click.option("--labels", "-l", type=PAIR, multiple=True, metavar="KEY VALUE",
               help="A label (repeatable).")
@@ -81,7 +82,7 @@ def submit(state: CliState, manifest: dict[str, Any], dry_run: bool) -> None:
 @click.option("--ports", type=str, multiple=True, metavar="PORT",
               help="A container port (repeatable, or comma separated).")
 @click.option("--volumes", "-v", type=PAIR, multiple=True, metavar="HOST_PATH MOUNT_PATH",
-              help="Mount a host path (repeatable).")
+              help="Not supported yet: refused (no cluster manager mounts volumes).")
 @common
 @pass_state
 def create_job(state: CliState, /, name: str, namespace: str | None, dry_run: bool,
@@ -99,7 +100,7 @@ def create_job(state: CliState, /, name: str, namespace: str | None, dry_run: bo
 
 
 @create.aliased("cluster", "clusters", "cl", context_settings={"help_option_names": ["--help"]})
-@click.argument("name")
+@click.argument("name", type=NAME)
 @click.option("--manager", default="k8", show_default=True,
               help="Cluster manager: k8 (kubernetes), slurm or local.")
 @click.option("--labels", "-l", type=PAIR, multiple=True, metavar="KEY VALUE",
@@ -113,9 +114,12 @@ def create_job(state: CliState, /, name: str, namespace: str | None, dry_run: bo
               help="Port to open (repeatable, or comma separated).")
 @click.option("--num_nodes", type=click.IntRange(min=1), default=1, show_default=True,
               help="Number of nodes to provision.")
-@click.option("--cloud", default=None, help="Cloud to provision in (with --provision).")
-@click.option("--region", default=None, help="Region to provision in.")
-@click.option("--provision", is_flag=True, help="Provision the cluster in a cloud.")
+@click.option("--cloud", default=None,
+              help="Not supported yet: refused until provisioning exists.")
+@click.option("--region", default=None,
+              help="Not supported yet: refused until provisioning exists.")
+@click.option("--provision", is_flag=True,
+              help="Not supported yet: refused (attach existing clusters with --config/--host).")
 @click.option("--config", "-c", "-C", "config_path", default=None, metavar="PATH",
               help="kubeconfig or Slurm config file of the cluster.")
 @click.option("--context", "kube_context", default=None,
@@ -127,19 +131,21 @@ def create_job(state: CliState, /, name: str, namespace: str | None, dry_run: bo
 @common
 @pass_state
 def create_cluster(state: CliState, /, name: str, dry_run: bool, **flags: Any) -> None:
-    """Attach (or provision) a cluster so SkyShift can place jobs on it.
+    """Attach an existing cluster so SkyShift can place jobs on it.
+
+    Provisioning new clusters (--provision, --cloud, --region) is not implemented yet; those
+    flags are refused rather than stored and ignored.
 
     \b
     Examples:
       skyctl create cluster kind-1 --manager k8 --config ~/.kube/config -l gpu none
       skyctl create cluster hpc --manager slurm --host login.hpc --username me -k ~/.ssh/id
-      skyctl create cluster gpu --manager k8 --provision --cloud gcp --accelerators V100:2
     """
     submit(state, manifests.cluster_manifest(name, **flags), dry_run)
 
 
 @create.aliased("service", "services", "svc")
-@click.argument("name")
+@click.argument("name", type=NAME)
 @namespace_option
 @click.option("--type", "--service_type", "-t", "service_type", default="ClusterIP",
               show_default=True,
@@ -169,7 +175,7 @@ def create_service(state: CliState, /, name: str, namespace: str | None, dry_run
 
 
 @create.aliased("filterPolicy", "filterpolicy", "filterPolicies", "filterpolicies", "fp")
-@click.argument("name")
+@click.argument("name", type=NAME)
 @namespace_option
 @click.option("--labelSelector", "-l", "label_selector", type=PAIR, multiple=True,
               metavar="KEY VALUE", help="Apply to jobs with this label (repeatable).")
@@ -194,7 +200,7 @@ def create_filter_policy(state: CliState, /, name: str, namespace: str | None, d
 
 
 @create.aliased("link", "links")
-@click.argument("name")
+@click.argument("name", type=NAME)
 @click.option("--source", "-s", required=True, help="Source cluster.")
 @click.option("--target", "-t", required=True, help="Target cluster.")
 @common
@@ -210,7 +216,7 @@ def create_link(state: CliState, /, name: str, source: str, target: str, dry_run
 
 
 @create.aliased("endpoints", "endpoint", "edp", "edps")
-@click.argument("name")
+@click.argument("name", type=NAME)
 @namespace_option
 @click.option("--num_endpoints", type=click.IntRange(min=0), default=None,
               help="Number of endpoints on the primary cluster.")
@@ -234,7 +240,7 @@ def create_endpoints(state: CliState, /, name: str, namespace: str | None, dry_r
 
 
 @create.aliased("role", "roles")
-@click.argument("name")
+@click.argument("name", type=NAME)
 @click.option("--action", "-a", "actions", multiple=True,
               help="Allowed action: create, get, list, update, patch, delete, watch or *.")
 @click.option("--resource", "-r", "resources", multiple=True,
@@ -255,7 +261,7 @@ def create_role(state: CliState, /, name: str, dry_run: bool, **flags: Any) -> N
 
 
 @create.aliased("namespace", "namespaces", "ns")
-@click.argument("name")
+@click.argument("name", type=NAME)
 @common
 @pass_state
 def create_namespace(state: CliState, /, name: str, dry_run: bool) -> None:

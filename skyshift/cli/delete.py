@@ -11,7 +11,7 @@ import time
 import click
 
 from skyshift.cli.errors import CliError
-from skyshift.cli.kinds import KIND
+from skyshift.cli.kinds import KIND, NAME
 from skyshift.cli.output import object_ref
 from skyshift.cli.state import CliState, pass_state
 from skyshift.client import ApiError, SkyShiftClient
@@ -20,7 +20,7 @@ from skyshift.models import KindInfo
 
 @click.command("delete")
 @click.argument("kind", type=KIND)
-@click.argument("names", nargs=-1, required=True, metavar="NAME...")
+@click.argument("names", nargs=-1, required=True, metavar="NAME...", type=NAME)
 @click.option("--namespace", "-n", default=None, metavar="NS", help="Namespace of the objects.")
 @click.option("--wait", is_flag=True, help="Wait until objects being torn down are gone.")
 @click.option("--timeout", type=click.FloatRange(min=0), default=300, show_default=True,

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import click
 
-from skyshift.cli.kinds import KIND
+from skyshift.cli.kinds import KIND, NAME
 from skyshift.cli.output import to_yaml
 from skyshift.cli.render import Table, fmt_labels, fmt_ratio, format_age, sum_nodes
 from skyshift.cli.state import CliState, pass_state
@@ -106,7 +106,7 @@ def describe_text(info: KindInfo, obj: Mapping[str, Any]) -> str:
 
 @click.command("describe")
 @click.argument("kind", type=KIND)
-@click.argument("name")
+@click.argument("name", type=NAME)
 @click.option("--namespace", "-n", default=None, metavar="NS", help="Namespace of the object.")
 @pass_state
 def describe(state: CliState, kind: KindInfo, name: str, namespace: str | None) -> None:

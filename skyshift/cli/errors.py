@@ -1,4 +1,7 @@
-"""CLI failures and how they reach the user: one ``error: ...`` line on stderr, never a traceback.
+"""CLI failures and how they reach the user: ``error: ...`` on stderr, never a traceback.
+
+A failure is one line, except an invalid object with several problems: then every problem gets
+a line of its own with its field path, so one run shows everything there is to fix.
 
 Exit codes: 1 for failures reported by the API (or while talking to it), 2 for usage mistakes
 (bad flags, bad values, unknown kinds), 130 when interrupted.
@@ -22,7 +25,7 @@ class CliError(click.ClickException):
     exit_code = EXIT_ERROR
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"error: {one_line(self.format_message())}", file=file, err=file is None)
+        click.echo(f"error: {tidy_lines(self.format_message())}", file=file, err=file is None)
 
 
 class UsageProblem(CliError):
@@ -36,13 +39,47 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def tidy_lines(text: str) -> str:
+    """Collapse whitespace inside each line, keeping line breaks and a two-space indent."""
+    out = []
+    for line in str(text).splitlines() or [""]:
+        if line.strip():
+            indent = "  " if line.startswith((" ", "\t")) else ""
+            out.append(indent + one_line(line))
+    return "\n".join(out)
+
+
+def field_path(loc: tuple[int | str, ...] | list[int | str]) -> str:
+    """Pydantic's ``("spec", "ports", 0)`` -> ``spec.ports[0]``; validator names are dropped."""
+    out = ""
+    for part in loc:
+        text = str(part)
+        if text.startswith("function-"):
+            continue
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif text == "[key]":
+            out += " (name)"
+        else:
+            out = f"{out}.{text}" if out else text
+    return out
+
+
+def problems(errors: list[tuple[str, str]]) -> str:
+    """``field: message`` for one problem; a count, then one indented line each, for more."""
+    lines = [f"{field}: {msg}" if field else msg for field, msg in errors]
+    if len(lines) == 1:
+        return lines[0]
+    return f"{len(lines)} problems:\n" + "\n".join(f"  {one_line(line)}" for line in lines)
+
+
 def describe_validation(exc: ValidationError) -> str:
-    """The first pydantic error as ``spec.replicas: Input should be ...`` (+ how many more)."""
+    """Every pydantic error with its field path (``spec.replicas: Input should be ...``)."""
     errors = exc.errors(include_url=False)
     if not errors:
         return one_line(str(exc))
-    first = errors[0]
-    loc = ".".join(str(p) for p in first.get("loc", ()) if not str(p).startswith("function"))
-    msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
-    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-    return one_line(f"{loc}: {msg}{more}" if loc else f"{msg}{more}")
+    return problems([
+        (field_path(e.get("loc", ())),
+         one_line(str(e.get("msg", "invalid value")).removeprefix("Value error, ")))
+        for e in errors
+    ])

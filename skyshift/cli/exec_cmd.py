@@ -12,6 +12,7 @@ import re
 import click
 
 from skyshift.cli.errors import UsageProblem
+from skyshift.cli.kinds import NAME
 from skyshift.cli.output import note
 from skyshift.cli.state import CliState, pass_state
 
@@ -27,7 +28,7 @@ def task_rank(task: str) -> int:
 
 
 @click.command("exec", context_settings={"ignore_unknown_options": True})
-@click.argument("name")
+@click.argument("name", type=NAME)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.option("--namespace", "-n", default=None, metavar="NS", help="Namespace of the job.")
 @click.option("--rank", "-r", type=click.IntRange(min=0), default=None,

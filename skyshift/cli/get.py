@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from skyshift.cli.errors import UsageProblem
-from skyshift.cli.kinds import KIND
+from skyshift.cli.kinds import KIND, NAME
 from skyshift.cli.output import (
     OUTPUT_FORMATS,
     note,
@@ -53,7 +53,7 @@ def list_scope(state: CliState, info: KindInfo, namespace: str | None, all_ns: b
 
 @click.command("get")
 @click.argument("kind", type=KIND)
-@click.argument("name", required=False)
+@click.argument("name", required=False, type=NAME)
 @click.option("--namespace", "-n", default=None, metavar="NS", help="Namespace to look in.")
 @click.option("--all-namespaces", "-A", "all_ns", is_flag=True, help="List across namespaces.")
 @click.option("--selector", "-l", default=None, metavar="K=V,...",

@@ -50,3 +50,19 @@ def _names(info: KindInfo) -> tuple[str, ...]:
 
 #: get, describe and delete also take ``user``/``users`` (which have their own API routes).
 KIND = KindType(extra=("users",))
+
+
+class ObjectNameType(click.ParamType):  # type: ignore[type-arg]
+    """An object name: never empty (``get cluster ''`` listed every cluster, since an empty
+    name addresses the collection)."""
+
+    name = "NAME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        text = str(value)
+        if not text.strip():
+            self.fail("a name must not be empty (leave NAME out to list them all)", param, ctx)
+        return text
+
+
+NAME = ObjectNameType()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import click
 
+from skyshift.cli.kinds import NAME
 from skyshift.cli.state import CliState, pass_state
 
 
 @click.command("logs")
-@click.argument("name")
+@click.argument("name", type=NAME)
 @click.option("--namespace", "-n", default=None, metavar="NS", help="Namespace of the job.")
 @click.option("--tail", type=click.IntRange(min=0), default=None, metavar="N",
               help="Only the last N lines.")

@@ -28,6 +28,7 @@ from skyshift.cli.errors import (
     EXIT_USAGE,
     describe_validation,
     one_line,
+    tidy_lines,
 )
 from skyshift.cli.exec_cmd import exec_command
 from skyshift.cli.get import get
@@ -90,7 +91,7 @@ for command in AUTH_COMMANDS:
 
 
 def _err(message: str) -> None:
-    click.echo(f"error: {one_line(message)}", err=True)
+    click.echo(f"error: {tidy_lines(message)}", err=True)
 
 
 def guarded(body: Callable[[], Any]) -> int:
@@ -124,7 +125,7 @@ def guarded(body: Callable[[], Any]) -> int:
     except Exception as exc:  # the last line of defence: one line, details on request
         if os.environ.get("SKYSHIFT_DEBUG"):
             traceback.print_exc()
-        _err(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        _err(one_line(f"{type(exc).__name__}: {exc}") if str(exc) else type(exc).__name__)
         return EXIT_ERROR
 
 

@@ -244,7 +244,7 @@ class Calls:
         ns = namespace or self.namespace
         path = (
             object_path(info, name, ns)
-            if name
+            if name is not None
             else collection_path(info, list_namespace(info, namespace, self.namespace))
         )
         return {

@@ -1,7 +1,8 @@
 """The one error type the client raises, so callers (the CLI above all) handle a single shape.
 
 Every failure, whether the server answered with an error body or never answered at all, becomes
-an :class:`ApiError` whose ``str()`` is one line a user can act on.
+an :class:`ApiError` whose ``str()`` is one line a user can act on, or, for an invalid object
+with several problems, a line per problem with its field path.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class ApiError(Exception):
         message: str,
         field: str | None = None,
         resource_version: str | None = None,
+        details: list[tuple[str, str]] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -37,14 +39,30 @@ class ApiError(Exception):
         self.message = message
         self.field = field
         self.resource_version = resource_version
+        #: Every problem the server found, as ``(field path, message)``.
+        self.details = details or []
 
     def __str__(self) -> str:
         text = " ".join(self.message.split()) or self.reason
+        if len(self.details) > 1:
+            return self._all_problems(text)
         if self.field and self.field not in text:
             text = f"{self.field}: {text}"
         if self.status and self.reason and self.reason.lower() not in text.lower():
             text = f"{text} ({self.reason})"
         return text
+
+    def _all_problems(self, text: str) -> str:
+        """``invalid job: 2 problems:`` then one indented ``field: message`` line each."""
+        head = text
+        first_field = self.details[0][0]
+        if first_field and f": {first_field}: " in text:
+            head = text.split(f": {first_field}: ", 1)[0]
+        elif text.lower().startswith("invalid ") and ": " in text:
+            head = text.split(": ", 1)[0]
+        lines = [" ".join(f"{f}: {m}".split()) if f else " ".join(m.split())
+                 for f, m in self.details]
+        return f"{head}: {len(lines)} problems:\n" + "\n".join(f"  {ln}" for ln in lines)
 
     def __repr__(self) -> str:
         return (
@@ -72,12 +90,28 @@ def _reason_for(status: int) -> str:
 def _from_fastapi_detail(status: int, detail: Any) -> ApiError:
     """FastAPI's own 422 body: ``{"detail": [{"loc": [...], "msg": ...}]}`` (or a string)."""
     if isinstance(detail, list) and detail and isinstance(detail[0], dict):
-        first = detail[0]
-        loc = [str(p) for p in first.get("loc", []) if p not in ("body", "query", "path")]
-        field = ".".join(loc) or None
-        more = f" (and {len(detail) - 1} more)" if len(detail) > 1 else ""
-        return ApiError(status, "Invalid", f"{first.get('msg', 'invalid request')}{more}", field)
+        details = [
+            (".".join(str(p) for p in d.get("loc", []) if p not in ("body", "query", "path")),
+             str(d.get("msg", "invalid request")))
+            for d in detail
+            if isinstance(d, dict)
+        ]
+        field, msg = details[0]
+        if len(details) > 1:
+            msg = "invalid request"
+        return ApiError(status, "Invalid", msg, field or None, details=details)
     return ApiError(status, _reason_for(status), str(detail))
+
+
+def _details(raw: Any) -> list[tuple[str, str]]:
+    """The server's ``details`` list (``[{field, message}]``) as pairs; junk is skipped."""
+    if not isinstance(raw, list):
+        return []
+    return [
+        (str(d.get("field") or ""), str(d.get("message") or ""))
+        for d in raw
+        if isinstance(d, dict)
+    ]
 
 
 NOT_LOGGED_IN = "not logged in or token expired: run `skyctl login`"
@@ -122,6 +156,7 @@ def _error_from_response(status: int, body: bytes | str) -> ApiError:
                 message=str(err.get("message") or ""),
                 field=str(err["field"]) if err.get("field") else None,
                 resource_version=str(rv) if rv is not None else None,
+                details=_details(err.get("details")),
             )
         if isinstance(err, str):
             return ApiError(status, _reason_for(status), err)

@@ -36,6 +36,13 @@ def collection_path(info: KindInfo, namespace: str | None) -> str:
 
 
 def object_path(info: KindInfo, name: str, namespace: str | None) -> str:
+    """``/{plural}/{name}`` or ``/{namespace}/{plural}/{name}``.
+
+    An empty name is refused: ``/{plural}/`` would address the collection, so a get of ``''``
+    would list every object and a delete of ``''`` would hit the wrong route.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"a {info.kind} name must not be empty")
     if info.namespaced:
         if not namespace or namespace == ALL_NAMESPACES:
             raise ValueError(f"{info.kind} is namespaced: {name!r} needs a namespace")

@@ -4,17 +4,26 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from skyshift.models.base import SkyObject
-from skyshift.models.meta import Condition, StrictModel
+from skyshift.models.meta import Condition, StrictModel, not_supported_yet
 from skyshift.models.quantity import parse_accelerators, parse_cpus, parse_memory
 
 ClusterPhase = Literal["Init", "Provisioning", "Ready", "Error", "Deleting"]
 MANAGER_ALIASES = {"k8": "k8", "k8s": "k8", "kubernetes": "k8", "slurm": "slurm", "local": "local"}
 
 
+NO_PROVISIONING = (
+    "cluster provisioning is not implemented; attach an existing cluster "
+    "(--config for Kubernetes or Slurm, --host for Slurm over SSH)"
+)
+
+
 class ClusterSpec(StrictModel):
+    """How to reach the cluster. ``provision``, ``cloud`` and ``region`` (the original's
+    provisioning fields) are refused until provisioning exists, rather than silently ignored."""
+
     manager: str = "k8"
     cloud: str = ""
     region: str = ""
@@ -37,6 +46,13 @@ class ClusterSpec(StrictModel):
         if key not in MANAGER_ALIASES:
             raise ValueError(f"unknown manager {v!r}: expected local, k8 (kubernetes) or slurm")
         return MANAGER_ALIASES[key]
+
+    @field_validator("provision", "cloud", "region")
+    @classmethod
+    def _provisioning(cls, v: bool | str, info: ValidationInfo) -> bool | str:
+        if v:
+            raise not_supported_yet(str(info.field_name), NO_PROVISIONING)
+        return v
 
     @field_validator("cpus", mode="before")
     @classmethod

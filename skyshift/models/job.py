@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from skyshift.models.base import SkyObject
-from skyshift.models.meta import Condition, LabelFilter, StrictModel
+from skyshift.models.envs import validate_env_name, validate_env_total, validate_env_value
+from skyshift.models.image import validate_image
+from skyshift.models.meta import Condition, LabelFilter, StrictModel, not_supported_yet
 from skyshift.models.quantity import Resources, parse_accelerators, parse_cpus, parse_memory
 
 JobPhase = Literal["Pending", "Scheduled", "Running", "Succeeded", "Failed", "Deleting"]
@@ -53,18 +55,19 @@ class Placement(StrictModel):
     preferences: list[Preference] = Field(default_factory=list)
 
 
-class Volume(StrictModel):
-    name: str
-    mountPath: str
-    hostPath: str = ""
-    readOnly: bool = False
+EnvName = Annotated[str, AfterValidator(validate_env_name)]
+EnvValue = Annotated[str, AfterValidator(validate_env_value)]
 
 
 class JobSpec(StrictModel):
+    """What to run. ``volumes`` and ``imagePullPolicy`` are refused until a cluster manager
+    honours them (accepting and ignoring them would mislead); they are kept as fields so the
+    error names them instead of calling them unknown."""
+
     image: str = "ubuntu:22.04"
-    imagePullPolicy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    imagePullPolicy: Any = Field(default=None, exclude=True)
     run: str = ""
-    envs: dict[str, str] = Field(default_factory=dict)
+    envs: dict[EnvName, EnvValue] = Field(default_factory=dict)
     ports: list[int] = Field(default_factory=list)
     resources: ResourceRequest = Field(default_factory=ResourceRequest)
     replicas: int = Field(default=1, ge=0, le=10_000)
@@ -72,7 +75,29 @@ class JobSpec(StrictModel):
     maxRestarts: int = Field(default=3, ge=0)
     placement: Placement = Field(default_factory=Placement)
     priority: int = 0
-    volumes: list[Volume] = Field(default_factory=list)
+    volumes: Any = Field(default=None, exclude=True)
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        return validate_image(v)
+
+    @field_validator("imagePullPolicy")
+    @classmethod
+    def _pull_policy(cls, v: Any) -> None:
+        if v is not None:
+            raise not_supported_yet(
+                "imagePullPolicy", "images are pulled as each cluster's manager is configured "
+                "(Kubernetes: the cluster's image_pull_policy setting)"
+            )
+        return None
+
+    @field_validator("volumes")
+    @classmethod
+    def _volumes(cls, v: Any) -> None:
+        if v not in (None, []):
+            raise not_supported_yet("volumes", "no cluster manager mounts them yet")
+        return None
 
     @field_validator("ports")
     @classmethod
@@ -88,6 +113,11 @@ class JobSpec(StrictModel):
         if isinstance(v, dict):
             return {str(k): str(val) for k, val in v.items()}
         return v
+
+    @field_validator("envs")
+    @classmethod
+    def _envs_total(cls, v: dict[str, str]) -> dict[str, str]:
+        return validate_env_total(v)
 
 
 class ReplicaCounts(StrictModel):

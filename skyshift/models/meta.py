@@ -55,6 +55,11 @@ def validate_labels(labels: dict[str, str]) -> dict[str, str]:
     return labels
 
 
+def not_supported_yet(field: str, why: str) -> ValueError:
+    """The error for a field the model knows but nothing implements yet (refused, not ignored)."""
+    return ValueError(f"{field} is not supported yet: {why}; leave it out")
+
+
 def now_iso() -> str:
     """UTC timestamp in RFC 3339 with a Z, as Kubernetes writes them."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

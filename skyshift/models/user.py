@@ -1,18 +1,58 @@
-"""User: an account. Kept apart from other kinds; the password is only ever stored hashed."""
+"""User: an account. Kept apart from other kinds; the password is only ever stored hashed.
+
+The e-mail address is optional; when given it must look like one (``name@host.domain``), so a
+typo is caught at registration (by ``skyctl register`` before sending, and by this model).
+"""
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from skyshift.models.base import SkyObject
 from skyshift.models.meta import StrictModel
+
+_EMAIL_LOCAL = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]+$")
+_EMAIL_HOST_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$")
+
+
+def email_problem(email: str) -> str | None:
+    """Why ``email`` is not an address (None when it is one). Deliberately simple: one '@',
+    a plain local part, and a host name with at least one dot."""
+    local, at, host = email.rpartition("@")
+    if not at or not local or not host:
+        return "expected an address like name@example.com"
+    if len(email) > 254 or len(local) > 64:
+        return "it is too long (at most 64 characters before '@' and 254 in all)"
+    if "@" in local or not _EMAIL_LOCAL.match(local) or ".." in local or local[0] == "." \
+            or local[-1] == ".":
+        return f"{local!r} is not a valid name before '@'"
+    labels = host.split(".")
+    if len(labels) < 2 or not all(_EMAIL_HOST_LABEL.match(label) for label in labels):
+        return f"{host!r} is not a valid domain (expected e.g. example.com)"
+    return None
+
+
+def validate_email(email: str) -> str:
+    """``email`` unchanged ('' means none given); ValueError naming the problem otherwise."""
+    if email == "":
+        return email
+    problem = email_problem(email)
+    if problem:
+        raise ValueError(f"{email!r} is not a valid e-mail address: {problem}")
+    return email
 
 
 class UserSpec(StrictModel):
     email: str = ""
     passwordHash: str = Field(default="", repr=False)
+
+    @field_validator("email")
+    @classmethod
+    def _email(cls, v: str) -> str:
+        return validate_email(v)
 
 
 class User(SkyObject):

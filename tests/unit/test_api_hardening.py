@@ -10,11 +10,11 @@ import pytest
 
 from skyshift.api import body, patches, safeyaml
 from skyshift.api.auth.audit import Budget
-from skyshift.api.auth.emails import email_problem
 from skyshift.api.auth.throttle import LoginThrottle
 from skyshift.api.clientaddr import client_address, parse_proxies
 from skyshift.api.errors import ApiError
 from skyshift.api.limits import Limits, check_tree, field_path, measure
+from skyshift.models.user import email_problem
 
 SMALL = Limits(max_bytes=4096, max_depth=4, max_nodes=50, max_patch_ops=5)
 

@@ -40,7 +40,7 @@ def test_job_flags_of_the_original() -> None:
         "job", "train", "--namespace", "ml", "-l", "team", "vision", "-l", "tier", "gpu",
         "--image", "pytorch/pytorch:2.3", "-e", "EPOCHS", "10", "--envs", "LR", "0.1",
         "--cpus", "2", "--gpus", "1", "-a", "T4:1", "--memory", "4096", "--run", "python t.py",
-        "--replicas", "3", "--restart_policy", "OnFailure", "-v", "/data", "/mnt/data",
+        "--replicas", "3", "--restart_policy", "OnFailure",
         "--ports", "8080", "--priority", "5", "--max_restarts", "7",
     )
     assert doc["kind"] == "Job"
@@ -53,7 +53,6 @@ def test_job_flags_of_the_original() -> None:
     assert spec["resources"] == {"cpus": "2", "gpus": 1, "memory": "4096", "accelerators": "T4:1"}
     assert spec["replicas"] == 3
     assert spec["restartPolicy"] == "OnFailure"
-    assert spec["volumes"] == [{"name": "vol-0", "hostPath": "/data", "mountPath": "/mnt/data"}]
     assert spec["ports"] == [8080]
     assert (spec["priority"], spec["maxRestarts"]) == (5, 7)
 
@@ -82,8 +81,8 @@ def test_cluster_flags_and_gb_default() -> None:
     doc = dry(
         "cluster", "hpc", "--manager", "slurm", "-l", "site", "lab", "--cpus", "4+",
         "--memory", "16", "--disk_size", "100GB", "--accelerators", "V100:2", "--ports", "22,80",
-        "--ports", "443", "--num_nodes", "3", "--cloud", "gcp", "--region", "us-central1",
-        "--provision", "-c", "/etc/slurm.conf", "-h", "login.lab", "-u", "me", "-k", "~/.ssh/id",
+        "--ports", "443", "--num_nodes", "3",
+        "-c", "/etc/slurm.conf", "-h", "login.lab", "-u", "me", "-k", "~/.ssh/id",
     )
     spec = doc["spec"]
     assert doc["metadata"] == {"name": "hpc", "labels": {"site": "lab"}}
@@ -92,7 +91,6 @@ def test_cluster_flags_and_gb_default() -> None:
         "slurm", "4", "16G", "100GB",
     )
     assert spec["ports"] == [22, 80, 443]
-    assert spec["provision"] is True
     assert spec["config_path"] == "/etc/slurm.conf"
     assert spec["access_config"] == {"host": "login.lab", "username": "me",
                                      "ssh_key_path": "~/.ssh/id"}
@@ -170,3 +168,52 @@ def test_builders_directly() -> None:
         manifests.endpoints_manifest("e", namespace="default", exposed=True)
     svc = manifests.service_manifest("s", namespace="default", cluster="auto")
     assert "primaryCluster" not in svc["spec"]
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (("job", "j", "--run", "true", "-v", "/data", "/mnt/data"), "spec.volumes"),
+    (("cluster", "c", "--provision"), "spec.provision"),
+    (("cluster", "c", "--cloud", "gcp"), "spec.cloud"),
+    (("cluster", "c", "--region", "us-central1"), "spec.region"),
+])
+def test_flags_nothing_honours_yet_are_refused_not_ignored(args: tuple[str, ...],
+                                                           field: str) -> None:
+    code, err = fails(*args, "--dry-run")
+    assert code == 2
+    assert f"{field}:" in err and "not supported yet" in err
+
+
+def test_image_pull_policy_in_a_manifest_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text("kind: Job\nmetadata: {name: j}\n"
+                    "spec: {run: 'true', imagePullPolicy: Always}\n")
+    result = CliRunner().invoke(cli, ["apply", "-f", str(path), "--dry-run"])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "spec.imagePullPolicy" in result.stderr and "not supported yet" in result.stderr
+
+
+@pytest.mark.parametrize("image", ["invalid-image-format-#", "UPPER/case", "a b", "x:tag!"])
+def test_malformed_image_is_refused(image: str) -> None:
+    code, err = fails("job", "j", "--run", "true", "--image", image, "--dry-run")
+    assert code == 2 and "spec.image" in err and "not a valid image reference" in err
+
+
+@pytest.mark.parametrize("image", [
+    "busybox", "ubuntu:22.04", "ghcr.io/org/app:1.2", "localhost:5000/a/b@sha256:" + "a" * 64,
+])
+def test_valid_images_pass(image: str) -> None:
+    assert dry("job", "j", "--run", "true", "--image", image)["spec"]["image"] == image
+
+
+def test_env_value_over_the_bound_is_refused_naming_it() -> None:
+    code, err = fails("job", "j", "--run", "true", "-e", "BIG", "x" * (33 * 1024), "--dry-run")
+    assert code == 2 and "spec.envs" in err and "BIG" in err and "32 KiB" in err
+
+
+def test_every_problem_of_a_manifest_is_shown() -> None:
+    code, err = fails("job", "j", "--run", "true", "--image", "bad#", "-e", "BIG",
+                      "x" * (33 * 1024), "-v", "/a", "/b", "--dry-run")
+    assert code == 2
+    for field in ("spec.image", "spec.envs", "spec.volumes"):
+        assert field in err, err
+    assert "3 problems" in err and "more problems" not in err

@@ -1,0 +1,54 @@
+"""What the original's CLI tests caught in skyctl: empty names, unchecked e-mails, Links whose
+ends are missing or the same (click's CliRunner and the models, no server)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from pydantic import ValidationError
+
+from skyshift.cli.main import cli
+from skyshift.models.link import Link
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SKYSHIFT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SKYSHIFT_SERVER", "http://127.0.0.1:9")  # never reached
+
+
+@pytest.mark.parametrize("args", [
+    ["get", "cluster", ""], ["get", "jobs", "  "], ["describe", "job", ""],
+    ["delete", "job", "ok", ""], ["logs", ""], ["create", "job", "", "--run", "true"],
+])
+def test_an_empty_name_is_a_usage_error_not_a_listing(args: list[str]) -> None:
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert "must not be empty" in result.stderr and "Traceback" not in result.output
+
+
+def test_register_checks_the_email_before_anything_else() -> None:
+    result = CliRunner().invoke(cli, ["register", "bob", "pw-long-enough-1", "--invite", "x",
+                                      "--email", "bob@nowhere"])
+    assert result.exit_code == 2
+    assert "--email" in result.stderr and "not a valid e-mail address" in result.stderr
+    assert "cannot reach" not in result.stderr  # refused before any request
+
+
+@pytest.mark.parametrize(("spec", "why"), [
+    ({"source_cluster": "", "target_cluster": "b"}, "source_cluster"),
+    ({"target_cluster": "b"}, "source_cluster"),
+    ({"source_cluster": "a"}, "target_cluster"),
+    ({"source_cluster": "a", "target_cluster": "a"}, "two different clusters"),
+])
+def test_a_link_needs_two_different_named_ends(spec: dict[str, str], why: str) -> None:
+    with pytest.raises(ValidationError, match=why):
+        Link.model_validate({"metadata": {"name": "l"}, "spec": spec})
+
+
+def test_a_link_between_two_clusters_is_valid() -> None:
+    link = Link.model_validate({"metadata": {"name": "l"},
+                                "spec": {"source_cluster": "a", "target_cluster": "b"}})
+    assert (link.spec.source_cluster, link.spec.target_cluster) == ("a", "b")
