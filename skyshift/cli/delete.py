@@ -1,7 +1,9 @@
 """``skyctl delete KIND NAME...``: says whether the object is gone or still being torn down.
 
 Kinds with a lifecycle (jobs, clusters, services) answer 202: their workflow first removes what
-they run on the clusters, so the CLI prints ``deleting`` rather than pretending it is done.
+they run on the clusters, so the CLI prints ``deleting`` rather than pretending it is done. A
+second delete of an object still being torn down says so (and since when) instead of another
+bare ``deleting``.
 """
 
 from __future__ import annotations
@@ -40,9 +42,15 @@ def delete(state: CliState, kind: KindInfo, names: tuple[str, ...], namespace: s
     ns = state.namespace(namespace) if kind.namespaced else None
     pending: list[tuple[str, str | None]] = []
     for name in names:
+        since = deleting_since(client, kind, name, ns)
         result = client.delete(kind.kind, name, ns)
         obj = result.object or {"metadata": {"name": name}}
-        click.echo(f"{object_ref(kind.kind, obj)} {'deleting' if result.pending else 'deleted'}")
+        ref = object_ref(kind.kind, obj)
+        if result.pending and since:
+            click.echo(f"{ref} is already being deleted (since {since}); its lifecycle is "
+                       f"still tearing it down: `skyctl describe {kind.kind.lower()} {name}`")
+        else:
+            click.echo(f"{ref} {'deleting' if result.pending else 'deleted'}")
         if result.pending:
             pending.append((name, (obj.get("metadata") or {}).get("resourceVersion")))
     deadline = time.monotonic() + timeout
@@ -50,6 +58,16 @@ def delete(state: CliState, kind: KindInfo, names: tuple[str, ...], namespace: s
         if not wait_gone(client, kind, name, ns, rv, deadline):
             raise CliError(f"{kind.kind.lower()}/{name} still exists after {timeout:g}s")
         click.echo(f"{kind.kind.lower()}/{name} deleted")
+
+
+def deleting_since(client: SkyShiftClient, kind: KindInfo, name: str, ns: str | None) -> str:
+    """The object's deletionTimestamp ('' when it is not being deleted, or not there: the
+    DELETE that follows says so)."""
+    try:
+        obj = client.get(kind.kind, name, ns)
+    except ApiError:
+        return ""
+    return str((obj.get("metadata") or {}).get("deletionTimestamp") or "")
 
 
 def wait_gone(client: SkyShiftClient, kind: KindInfo, name: str, ns: str | None,

@@ -143,7 +143,7 @@ def job_rows(obj: Obj, wide: bool, now: datetime | None) -> list[list[str]]:
 # -- services, endpoints ------------------------------------------------------------------------
 
 SERVICE_HEADERS = [
-    "NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORTS", "CLUSTER", "NAMESPACE", "AGE",
+    "NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORTS", "CLUSTER", "STATUS", "NAMESPACE", "AGE",
 ]
 SERVICE_WIDE = ["SELECTOR"]
 
@@ -171,6 +171,7 @@ def service_rows(obj: Obj, wide: bool, now: datetime | None) -> list[list[str]]:
         str(external),
         fmt_ports(spec.get("ports")),
         _str(_d(obj, "status", "cluster") or spec.get("primaryCluster")),
+        _str(_d(obj, "status", "phase"), "Pending"),  # Deleting shows a delete in progress
         _str(_meta(obj).get("namespace")),
         _age(obj, now),
     ]

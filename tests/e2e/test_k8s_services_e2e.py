@@ -88,10 +88,10 @@ async def test_service_ready_with_cluster_ip_endpoints_update_and_delete(k8: K8s
     assert table.returncode == 0, table.stderr
     header, *rows = table.stdout.splitlines()
     assert header.split() == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORTS", "CLUSTER",
-                              "NAMESPACE", "AGE"]
+                              "STATUS", "NAMESPACE", "AGE"]
     row = next(r.split() for r in rows if r.split()[0] == name)
-    assert row[1:7] == ["ClusterIP", status["clusterIP"], "<none>", "80:8080/TCP", primary,
-                        "default"]
+    assert row[1:8] == ["ClusterIP", status["clusterIP"], "<none>", "80:8080/TCP", primary,
+                        status["phase"], "default"]
     described = await env.skyctl("describe", "service", name)
     assert described.returncode == 0 and f"service/default/{name}" in described.stdout
 

@@ -241,7 +241,7 @@ def test_apply_multi_doc_then_get_all_namespaces(skyctl: Skyctl, tmp_path: Path)
     assert only_ns.out == f"job/{job}\n"
     svc = skyctl.ok("get", "svc", "-n", ns)
     assert svc.lines[0] == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORTS", "CLUSTER",
-                            "NAMESPACE", "AGE"]
+                            "STATUS", "NAMESPACE", "AGE"]
     assert svc.lines[1][:5] == [job, "ClusterIP", "<none>", "<none>", "80:8080/TCP"]
     assert skyctl.ok("get", "fp", "-n", ns).lines[1][:3] == [job, "a", "<none>"]
 

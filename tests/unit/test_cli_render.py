@@ -146,11 +146,13 @@ def test_service_table() -> None:
     }
     table = build_table("Service", [svc], now=NOW)
     assert table.headers == [
-        "NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORTS", "CLUSTER", "NAMESPACE", "AGE",
+        "NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORTS", "CLUSTER", "STATUS", "NAMESPACE",
+        "AGE",
     ]
-    assert table.rows == [
-        ["web", "LoadBalancer", "10.0.0.7", "<pending>", "80:8080/TCP", "kind-1", "default", "1h"]
-    ]
+    assert table.rows == [["web", "LoadBalancer", "10.0.0.7", "<pending>", "80:8080/TCP",
+                           "kind-1", "Pending", "default", "1h"]]
+    svc["status"]["phase"] = "Deleting"
+    assert build_table("Service", [svc], now=NOW).rows[0][6] == "Deleting"
 
 
 def test_other_kinds_have_tables_and_survive_missing_fields() -> None:
