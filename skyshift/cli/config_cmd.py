@@ -42,17 +42,32 @@ def use_context(state: CliState, name: str) -> None:
     """Make NAME the current context.
 
     \b
+    NAME may also be the original SkyShift's name of a context, USER-NAMESPACE
+    (e.g. admin-default for the embedded stack's `local`).
+
+    \b
     Example:
       skyctl config use-context prod
     """
     cfg = state.config()
-    if not any(c.name == name for c in cfg.contexts):
+    found = find_context(cfg.contexts, name)
+    if found is None:
         names = ", ".join(c.name for c in cfg.contexts) or "none"
         raise CliError(f"context {name!r} not found (contexts: {names}); "
                        "create it with `skyctl config set-context`")
-    cfg.current_context = name
+    cfg.current_context = found.name
     _save(state)
-    click.echo(f"Switched to context {name!r}.")
+    alias = f" (the original's name for {found.name!r})" if found.name != name else ""
+    click.echo(f"Switched to context {found.name!r}{alias}.")
+
+
+def find_context(contexts: list[Context], name: str) -> Context | None:
+    """The context called ``name``, or else the one the original SkyShift called that:
+    ``<user>-<namespace>`` (``admin-default`` is the embedded stack's ``local``)."""
+    exact = next((c for c in contexts if c.name == name), None)
+    if exact is not None:
+        return exact
+    return next((c for c in contexts if f"{c.user or 'admin'}-{c.namespace}" == name), None)
 
 
 @config.aliased("get-contexts", "get-ctx")

@@ -220,9 +220,11 @@ def create_link(state: CliState, /, name: str, source: str, target: str, dry_run
 @namespace_option
 @click.option("--num_endpoints", type=click.IntRange(min=0), default=None,
               help="Number of endpoints on the primary cluster.")
-@click.option("--exposed", is_flag=True, help="Exposed to the primary cluster.")
+@click.option("--exposed", is_flag=True,
+              help="Mark the endpoints as exposed to --primary_cluster (which must be named).")
 @click.option("--primary_cluster", default="auto", show_default=True,
-              help="Cluster the endpoints are exposed to.")
+              help="Cluster the endpoints belong to; 'auto' leaves it to SkyShift and cannot "
+                   "be combined with --exposed.")
 @click.option("--selector", type=PAIR, multiple=True, metavar="KEY VALUE",
               help="Select replicas by label (repeatable).")
 @common

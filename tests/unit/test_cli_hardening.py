@@ -52,3 +52,30 @@ def test_a_link_between_two_clusters_is_valid() -> None:
     link = Link.model_validate({"metadata": {"name": "l"},
                                 "spec": {"source_cluster": "a", "target_cluster": "b"}})
     assert (link.spec.source_cluster, link.spec.target_cluster) == ("a", "b")
+
+
+def test_exposed_endpoints_need_a_named_primary_cluster_as_the_help_says() -> None:
+    helped = CliRunner().invoke(cli, ["create", "edps", "--help"])
+    assert "--exposed" in helped.stdout and "must be named" in helped.stdout
+    result = CliRunner().invoke(cli, ["create", "edps", "e", "--exposed", "--dry-run"])
+    assert result.exit_code == 2 and "--exposed needs --primary_cluster" in result.stderr
+    ok = CliRunner().invoke(cli, ["create", "edps", "e", "--exposed", "--primary_cluster", "c1",
+                                  "--num_endpoints", "2", "--dry-run"])
+    assert ok.exit_code == 0, ok.output
+    assert "exposed_to_cluster: true" in ok.stdout
+
+
+def test_the_originals_context_name_admin_default_selects_the_local_context() -> None:
+    runner = CliRunner()
+    made = runner.invoke(cli, ["config", "set-context", "other", "--server",
+                               "http://10.0.0.5:50051", "--namespace", "dev", "--user", "alice",
+                               "--use"])
+    assert made.exit_code == 0, made.output
+    result = runner.invoke(cli, ["config", "use-context", "admin-default"])
+    assert result.exit_code == 0, result.output
+    assert "Switched to context 'local'" in result.stdout
+    assert runner.invoke(cli, ["config", "current-context"]).stdout == "local\n"
+    assert runner.invoke(cli, ["config", "use-context", "alice-dev"]).exit_code == 0
+    assert runner.invoke(cli, ["config", "current-context"]).stdout == "other\n"
+    missing = runner.invoke(cli, ["config", "use-context", "bob-prod"])
+    assert missing.exit_code == 1 and "not found" in missing.stderr
