@@ -64,11 +64,18 @@ class CliState:
                 self._client = self.client_factory(self)
             else:
                 ctx = self.current_context()
-                self._client = SkyShiftClient(
+                client = SkyShiftClient(
                     server=self.server_url(), token=resolve_token(ctx),
                     namespace=self.namespace(),
                 )
+                client.on_warning = show_warning
+                self._client = client
         return cast(SkyShiftClient, self._client)
+
+
+def show_warning(text: str) -> None:
+    """A server's warning (the request succeeded, but something deserves a look), on stderr."""
+    click.echo(f"warning: {text}", err=True)
 
 
 def get_state(ctx: click.Context) -> CliState:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import builtins
 import contextlib
 import json
-from collections.abc import Generator, Iterator, Mapping, Sequence
+import re
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -96,6 +97,18 @@ def step(op: Op[T], reply: Reply) -> Request | Finished[T]:
         return Finished(done.value)
 
 
+_WARNING = re.compile(r'^\d{3} \S+ "((?:[^"\\]|\\.)*)"')
+
+
+def warnings_of(response: httpx.Response) -> list[str]:
+    """The texts of a response's ``Warning: 299 - "..."`` headers (RFC 7234)."""
+    out = []
+    for value in response.headers.get_list("warning"):
+        m = _WARNING.match(value)
+        out.append(re.sub(r"\\(.)", r"\1", m.group(1)) if m else value)
+    return out
+
+
 def unreachable(exc: httpx.TransportError, server: str) -> ApiError:
     """The :class:`ApiError` of a request that never got an answer (caused by ``exc``)."""
     error = error_from_transport(exc, server)
@@ -126,6 +139,10 @@ class Calls:
     namespace: str
     timeout: float
 
+    #: Called with the text of each ``Warning`` the server sends (e.g. a FilterPolicy naming a
+    #: cluster that does not exist); None ignores them.
+    on_warning: Callable[[str], None] | None = None
+
     def _settle(
         self, server: str | None, token: str | None, timeout: float, namespace: str | None
     ) -> dict[str, Any]:
@@ -147,7 +164,11 @@ class Calls:
         body: Any = None,
         content_type: str = "application/json",
     ) -> Op[httpx.Response]:
-        return (yield Request(method, path, params, body, content_type))
+        response = yield Request(method, path, params, body, content_type)
+        if self.on_warning is not None:
+            for text in warnings_of(response):
+                self.on_warning(text)
+        return response
 
     def _call_op(self, method: str, path: str, **kw: Any) -> Op[Any]:
         return decode((yield from self._send_op(method, path, **kw)))

@@ -342,3 +342,15 @@ def test_contexts_select_the_server(skyctl: Skyctl, api_url: str) -> None:
     skyctl.ok("config", "set-context", "dead", "--server", f"http://127.0.0.1:{free_port()}")
     assert skyctl("--context", "dead", "get", "jobs").code == 1
     assert skyctl.ok("--context", "live", "get", "ns").lines[0] == ["NAME", "STATUS", "AGE"]
+
+
+def test_filter_policy_naming_a_missing_cluster_is_created_with_a_warning(skyctl: Skyctl) -> None:
+    """The original accepted it silently and every job of the namespace then waited; the API
+    now answers with a Warning header and skyctl shows it."""
+    name = uniq("fp")
+    missing = uniq("nosuch")
+    run = skyctl.ok("create", "fp", name, "-i", missing)
+    assert run.out == f"filterpolicy/{name} created\n"
+    assert run.err.startswith("warning: ") and missing in run.err and "does not exist" in run.err
+    link = skyctl("create", "link", uniq("l"), "--source", missing, "--target", uniq("other"))
+    assert link.code == 1 and missing in link.err and "Traceback" not in link.err
