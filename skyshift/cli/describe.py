@@ -67,8 +67,28 @@ def node_resources(status: Mapping[str, Any]) -> str:
     return table.render() if table.rows else ""
 
 
-def describe_text(info: KindInfo, obj: Mapping[str, Any]) -> str:
-    """The full description of one object as text."""
+def missing_clusters_text(obj: Mapping[str, Any], clusters: set[str]) -> str:
+    """What a FilterPolicy names that does not exist, and what that does to its jobs."""
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    assert isinstance(spec, Mapping)
+    filt = spec.get("clusterFilter") if isinstance(spec.get("clusterFilter"), Mapping) else {}
+    assert isinstance(filt, Mapping)
+    lines = []
+    for part, effect in (("include", "jobs it selects can only go to the others"),
+                         ("exclude", "excluding them has no effect")):
+        gone = sorted(str(c) for c in filt.get(part) or [] if str(c) not in clusters)
+        if gone:
+            lines.append(f"{part} names clusters that do not exist: {', '.join(gone)} ({effect})")
+    named = [str(c) for c in filt.get("include") or []]
+    if named and all(c not in clusters for c in named):
+        lines.append("no included cluster exists: every job this policy selects stays Pending")
+    return "\n".join(lines)
+
+
+def describe_text(info: KindInfo, obj: Mapping[str, Any],
+                  clusters: set[str] | None = None) -> str:
+    """The full description of one object as text (``clusters``: the names that exist, to
+    explain a FilterPolicy that names missing ones)."""
     meta = obj.get("metadata") or {}
     status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
     assert isinstance(status, Mapping)
@@ -96,6 +116,8 @@ def describe_text(info: KindInfo, obj: Mapping[str, Any]) -> str:
         reasons = status.get("schedulerReasons") or {}
         table = Table(["CLUSTER", "REASON"], [[str(c), str(r)] for c, r in reasons.items()])
         lines += _section("Scheduler Reasons", table.render() if table.rows else "")
+    if info.kind == "FilterPolicy" and clusters is not None:
+        lines += _section("Problems", missing_clusters_text(obj, clusters))
     lines += _section("Conditions", conditions_table(list(status.get("conditions") or [])))
     workflow_id = status.get("workflowId")
     if workflow_id:
@@ -118,5 +140,10 @@ def describe(state: CliState, kind: KindInfo, name: str, namespace: str | None) 
       skyctl describe cluster kind-1
     """
     ns = state.namespace(namespace) if kind.namespaced else None
-    obj = state.client().get(kind.kind, name, ns)
-    click.echo(describe_text(kind, obj))
+    client = state.client()
+    obj = client.get(kind.kind, name, ns)
+    clusters = None
+    if kind.kind == "FilterPolicy":
+        clusters = {str((c.get("metadata") or {}).get("name"))
+                    for c in client.list("Cluster").get("items", [])}
+    click.echo(describe_text(kind, obj, clusters))

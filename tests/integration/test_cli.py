@@ -352,5 +352,8 @@ def test_filter_policy_naming_a_missing_cluster_is_created_with_a_warning(skyctl
     run = skyctl.ok("create", "fp", name, "-i", missing)
     assert run.out == f"filterpolicy/{name} created\n"
     assert run.err.startswith("warning: ") and missing in run.err and "does not exist" in run.err
+    described = skyctl.ok("describe", "fp", name).out
+    assert f"include names clusters that do not exist: {missing}" in described
+    assert "every job this policy selects stays Pending" in described
     link = skyctl("create", "link", uniq("l"), "--source", missing, "--target", uniq("other"))
     assert link.code == 1 and missing in link.err and "Traceback" not in link.err
