@@ -55,8 +55,14 @@ def json_patch(current: dict[str, Any], ops: Any, limits: Limits) -> Any:
     room = limits.max_bytes - measure(doc, limits.max_bytes)
     for index, op in enumerate(ops):
         if isinstance(op, dict) and op.get("op") == "copy":
+            pointer = op.get("from")
+            if not isinstance(pointer, str):
+                raise ApiError(
+                    422, f"JSON Patch operation {index}: 'from' must be a JSON pointer string",
+                    field=_op_field(index, op, "from"),
+                )
             try:
-                source = jsonpointer.resolve_pointer(doc, op.get("from"))
+                source = jsonpointer.resolve_pointer(doc, pointer)
             except (jsonpointer.JsonPointerException, TypeError, AttributeError) as exc:
                 raise ApiError(
                     422,
