@@ -55,6 +55,18 @@ def _path(stack: list[_Frame]) -> str | None:
 def scan(text: str, limits: Limits) -> int:
     """Check a YAML stream (400/413 naming the field); returns how many documents it holds."""
     stack: list[_Frame] = []
+    try:
+        return _scan(text, limits, stack)
+    except yaml.YAMLError as exc:
+        # libyaml >= 0.2.6 (PyYAML 6.0.3+) stops at its own nesting limit while scanning
+        # ahead, before our depth check sees the events: the same refusal, named where the
+        # nesting starts
+        if "nesting depth" in str(exc):
+            raise too_deep(limits, _path(stack)) from exc
+        raise
+
+
+def _scan(text: str, limits: Limits, stack: list[_Frame]) -> int:
     documents = nodes = size = 0
     for event in yaml.parse(text, Loader=Loader):
         if isinstance(event, yaml.DocumentStartEvent):

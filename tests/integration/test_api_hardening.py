@@ -254,7 +254,10 @@ async def test_deep_nesting_is_400_on_object_routes(
     await refused(c, store, "PATCH", "/clusters/deep", 400, content=merge, headers=MERGE)
     deep_yaml = "kind: Cluster\nspec: " + "[" * 5000 + "]" * 5000 + "\n"
     err = await refused(c, store, "POST", "/clusters", 400, content=deep_yaml, headers=YAML)
-    assert err["field"] == "spec" + "[0]" * 63
+    assert "nested more than 64 levels" in err["message"]
+    # the exact path with the pure-Python parser; where the nesting starts with libyaml >=
+    # 0.2.6, which stops at its own depth limit while scanning ahead
+    assert err["field"].startswith("spec") and len(err["field"]) <= len("spec" + "[0]" * 63)
     block = "kind: Cluster\nspec:\n" + "".join(f"{'  ' * (i + 1)}k{i}:\n" for i in range(300))
     await refused(c, store, "POST", "/clusters", 400, content=block, headers=YAML)
 
