@@ -176,6 +176,9 @@ class SkyletManager:
             except StoreError as exc:  # Expired or etcd away: list again
                 log.warning("cluster watch interrupted: %s", exc)
                 await asyncio.sleep(1.0)
+            except Exception:  # a bug must not stop every skylet of this manager: log, relist
+                log.exception("cluster watch failed; listing again")
+                await asyncio.sleep(1.0)
 
     async def _apply(self, obj: Obj) -> None:
         meta = obj.get("metadata") or {}

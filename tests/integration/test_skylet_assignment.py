@@ -8,22 +8,31 @@ import contextlib
 from typing import Any
 
 import pytest
+from temporalio.client import Client
 
 from tests.fixtures.temporal import LifecycleStack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]
 
 
+@pytest.mark.parametrize("shared_client", [False, True])
 async def test_each_cluster_runs_on_the_manager_its_labels_select(
-    lifecycle_stack: LifecycleStack,
+    lifecycle_stack: LifecycleStack, shared_client: bool,
 ) -> None:
+    """``shared_client``: both managers on one Temporal client, which may not run two workers
+    on one task queue: the taking manager fails to start its worker while the other still
+    stops its own, and must try again rather than lose its cluster watch."""
     from skyshift.activities.sync import SyncConfig
     from skyshift.store import parse_selector
     from skyshift.workers.skylet_manager import SkyletManager
 
     s = lifecycle_stack
     s.start_in_process(skylets=False)
-    managers = {site: SkyletManager(s.client, s.store, SyncConfig(**s.sync),
+    # one Temporal client each, as two hosts would have (one client may not run two workers
+    # on one task queue, and the handover briefly has both)
+    clients = {site: s.client if shared_client else await Client.connect(s.temporal)
+               for site in ("a", "b")}
+    managers = {site: SkyletManager(clients[site], s.store, SyncConfig(**s.sync),
                                     parse_selector(f"site={site}")) for site in ("a", "b")}
     tasks = [asyncio.create_task(m.run(s.stop)) for m in managers.values()]
     try:
