@@ -4,13 +4,7 @@ people, spoofed client addresses, junk e-mail addresses."""
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
-import subprocess
-import sys
-import time
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +19,6 @@ from skyshift.api.clientaddr import parse_proxies
 from skyshift.store import ObjectStore
 from tests.fixtures.api import asgi_client
 from tests.fixtures.auth import MakeSecureApi, admin_password, bearer, token_for
-from tests.fixtures.etcd import EtcdServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -191,60 +184,7 @@ async def test_forwarded_for_counts_only_from_trusted_proxies(
     assert clients == {f"198.51.100.{i}" for i in (0, 1, 2, 3, 50, 60)}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def api_process(etcd_server: EtcdServer, tmp_path: Path) -> Iterator[Any]:
-    """``api_process(**env)``: the URL of a ``python -m skyshift.api`` (stopped afterwards)."""
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start(**extra: str) -> str:
-        port = _free_port()
-        env = {
-            **os.environ,
-            "SKYSHIFT_HOME": str(tmp_path / f"home-{port}"),
-            "SKYSHIFT_ETCD": etcd_server.endpoint,
-            "SKYSHIFT_API_PORT": str(port),
-            "SKYSHIFT_LIFECYCLE": "off",
-            "SKYSHIFT_STORE_PREFIX": f"/xff-{uuid.uuid4().hex[:8]}",
-            **extra,
-        }
-        env.pop("FORWARDED_ALLOW_IPS", None)
-        log = tmp_path / f"api-{port}.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "skyshift.api"],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        procs.append(proc)
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    return url
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.1)
-
-    yield start
-    for proc in procs:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def test_the_server_process_ignores_forwarded_for_from_loopback(api_process: Any) -> None:
+def test_the_server_process_ignores_forwarded_for_from_loopback(start_api: Any) -> None:
     """uvicorn believes X-Forwarded-For from 127.0.0.1 by default; the server must not."""
 
     def attempts(url: str, n: int) -> list[int]:
@@ -260,8 +200,8 @@ def test_the_server_process_ignores_forwarded_for_from_loopback(api_process: Any
         return codes
 
     limits = {"SKYSHIFT_LOGIN_MAX_FAILURES_PER_ADDRESS": "3"}
-    assert attempts(api_process(**limits), 4) == [401, 401, 401, 429]
-    behind_proxy = api_process(**limits, SKYSHIFT_TRUSTED_PROXIES="127.0.0.1")
+    assert attempts(start_api(**limits).url, 4) == [401, 401, 401, 429]
+    behind_proxy = start_api(**limits, SKYSHIFT_TRUSTED_PROXIES="127.0.0.1").url
     assert attempts(behind_proxy, 4) == [401] * 4
 
 

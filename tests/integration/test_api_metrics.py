@@ -8,15 +8,14 @@ import httpx
 import pytest
 
 from tests.fixtures.etcd import free_port
-from tests.integration.test_api_hardening_auth import api_process  # noqa: F401 (fixture)
 from tests.integration.test_metrics import samples
 
 pytestmark = pytest.mark.integration
 
 
-def test_api_requests_counted_by_route_template(api_process: Any) -> None:  # noqa: F811
+def test_api_requests_counted_by_route_template(start_api: Any) -> None:
     port = free_port()
-    url = api_process(SKYSHIFT_METRICS_ADDRESS=f"127.0.0.1:{port}")
+    url = start_api(SKYSHIFT_METRICS_ADDRESS=f"127.0.0.1:{port}").url
     for name in ("a", "b", "c"):  # three paths, one route: one series
         assert httpx.get(f"{url}/default/jobs/{name}", timeout=10).status_code == 401
     assert httpx.get(f"{url}/no/such/route/here", timeout=10).status_code in (401, 404)

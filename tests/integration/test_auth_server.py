@@ -6,88 +6,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
-import time
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
-from tests.fixtures.auth import admin_password
+from tests.fixtures.auth import admin_password, free_port
 from tests.fixtures.etcd import EtcdServer
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Server:
-    url: str
-    home: Path
-    log: Path
-    proc: subprocess.Popen[bytes]
-
-
-@pytest.fixture
-def start_api(etcd_server: EtcdServer, tmp_path: Path) -> Iterator[object]:
-    """``start_api(**env)``: a ``python -m skyshift.api`` process; stopped afterwards."""
-    servers: list[Server] = []
-
-    def start(scheme: str = "http", verify: ssl.SSLContext | bool = True, **extra: str) -> Server:
-        port = free_port()
-        home = tmp_path / f"home-{port}"
-        log = tmp_path / f"api-{port}.log"
-        env = {
-            **os.environ,
-            "SKYSHIFT_HOME": str(home),
-            "SKYSHIFT_ETCD": etcd_server.endpoint,
-            "SKYSHIFT_API_PORT": str(port),
-            "SKYSHIFT_LIFECYCLE": "off",
-            "SKYSHIFT_STORE_PREFIX": f"/auth-{uuid.uuid4().hex[:8]}",
-            "SKYSHIFT_LOG_LEVEL": "DEBUG",
-            **extra,
-        }
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "skyshift.api"],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        server = Server(f"{scheme}://127.0.0.1:{port}", home, log, proc)
-        servers.append(server)
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            try:
-                if httpx.get(f"{server.url}/readyz", verify=verify, timeout=1).status_code == 200:
-                    return server
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.1)
-
-    yield start
-    for s in servers:
-        s.proc.terminate()
-        try:
-            s.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            s.proc.kill()
-            s.proc.wait()
 
 
 def self_signed(where: Path) -> tuple[Path, Path]:
