@@ -39,6 +39,7 @@ from skyshift.api.paths import KindPathMiddleware
 from skyshift.api.routes import kind_router
 from skyshift.api.watch import WatchOptions
 from skyshift.config import Settings
+from skyshift.console import routes as console_routes
 from skyshift.models.registry import API_KINDS
 from skyshift.store import ObjectStore, StoreError
 
@@ -175,6 +176,7 @@ def create_app(
     errors.install(app)
     _health_routes(app)
     app.include_router(auth_routes.router)
+    app.include_router(console_routes.router)  # the web console: /console
     routers = [kind_router(k) for k in API_KINDS]
     for top, _ in routers:
         app.include_router(top)

@@ -1,0 +1,97 @@
+"""Routes of the web console: the page, its static files and the little config it needs.
+
+The page and its files need no token (they hold no data); everything they show comes from the
+API's own routes, called with the bearer token the user gets by logging in on the page.
+``GET /console/config`` (which does need a token) tells the page where the Temporal UI is, so
+each lifecycle can link to its workflow there. Every console response carries a strict
+Content-Security-Policy: scripts only from this server, no inline script, no other origin.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
+
+from skyshift.api.deps import current_user
+from skyshift.api.errors import ApiError
+from skyshift.config import Settings
+
+STATIC = Path(__file__).parent / "static"
+
+#: The files the console serves, by name, and their media types: nothing else under the package
+#: directory is reachable (no path from the URL ever touches the file system).
+MEDIA_TYPES = {
+    ".html": "text/html",
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".svg": "image/svg+xml",
+}
+FILES = {p.name: MEDIA_TYPES[p.suffix] for p in STATIC.iterdir() if p.suffix in MEDIA_TYPES}
+
+CSP = "; ".join(
+    [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self'",
+        "connect-src 'self'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+router = APIRouter(prefix="/console", include_in_schema=False)
+
+
+def _file(name: str) -> Response:
+    return FileResponse(STATIC / name, media_type=FILES[name], headers=HEADERS)
+
+
+@router.get("")
+async def console_root(request: Request) -> Response:
+    # Relative, so the console also works behind a proxy that serves the API under a prefix;
+    # the query (e.g. ``?watch=off``) is kept.
+    query = request.url.query
+    return RedirectResponse(f"console/{'?' + query if query else ''}", 307, headers=HEADERS)
+
+
+@router.get("/")
+async def console_page() -> Response:
+    return _file("index.html")
+
+
+@router.get("/static/{name}")
+async def console_file(name: str) -> Response:
+    if name not in FILES:
+        raise ApiError(404, f"no console file {name!r}")
+    return _file(name)
+
+
+def temporal_ui(settings: Settings) -> str:
+    """The Temporal UI's base URL, or "" when it is not an http(s) URL (never a script URL)."""
+    url = settings.temporal_ui_url.strip().rstrip("/")
+    parts = urlsplit(url)
+    return url if parts.scheme in ("http", "https") and parts.netloc else ""
+
+
+@router.get("/config", dependencies=[Depends(current_user)])
+async def console_config(request: Request) -> Any:
+    settings: Settings = request.app.state.settings
+    return JSONResponse(
+        {
+            "temporalUi": temporal_ui(settings),
+            "temporalNamespace": settings.temporal_namespace,
+        },
+        headers=HEADERS,
+    )
