@@ -85,7 +85,8 @@ async def set_status(
 
 
 async def seed(c: Console) -> None:
-    """A cluster with 6 of 8 CPUs in use, a job that will run and one that fits nowhere."""
+    """A cluster with 6 of 8 CPUs in use (and a busier one), a job that will run and one that
+    fits nowhere."""
     cluster = {"kind": "Cluster", "metadata": {"name": "gpu-east"}}
     cluster["spec"] = {"manager": "local", "cpus": 8, "memory": "16Gi"}
     await created(c.admin, "/clusters", cluster)
@@ -97,6 +98,19 @@ async def seed(c: Console) -> None:
         phase="Ready",
         capacity={"node-1": {"cpus": 8, "memory": 16384, "gpus": 0}},
         allocatable={"node-1": {"cpus": 2, "memory": 12288, "gpus": 0}},
+        lastHeartbeat=datetime.now(UTC).isoformat(),
+    )
+    slurm = {"kind": "Cluster", "metadata": {"name": "slurm-west"}}
+    slurm["spec"] = {"manager": "slurm", "cpus": 64, "memory": "256Gi"}
+    await created(c.admin, "/clusters", slurm)
+    await set_status(
+        c.store,
+        "clusters",
+        "slurm-west",
+        None,
+        phase="Ready",
+        capacity={f"n{i}": {"cpus": 32, "memory": 131072, "gpus": 4} for i in (1, 2)},
+        allocatable={"n1": {"cpus": 4, "memory": 65536, "gpus": 0}, "n2": {"cpus": 20}},
         lastHeartbeat=datetime.now(UTC).isoformat(),
     )
     job = {"image": "python:3.12", "run": "python train.py", "replicas": 2}
@@ -264,14 +278,23 @@ async def test_console_shows_what_a_user_needs_live(
         {
             "kind": "Service",
             "metadata": {"name": "web"},
-            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
+            "spec": {
+                "selector": {"app": "web"},
+                "ports": [{"port": 80, "targetPort": 8080}],
+                "primaryCluster": "gpu-east",
+            },
         },
+    )
+    await set_status(
+        c.store, "services", "web", "default", phase="Ready", clusterIP="10.96.0.12"
     )
     await in_thread(page.tab, "services")
     svc = '#services-table tr[data-key="default/web"]'
-    assert "80→8080/TCP" in await in_thread(page.wait_text, svc, "web")
+    shown = await in_thread(page.wait_text, svc, "10.96.0.12")
+    assert "80→8080/TCP" in shown and "gpu-east" in shown and "Ready" in shown
     link = await in_thread(page.css(f"{svc} a.temporal-link").get_attribute, "href")
     assert link == f"{TEMPORAL_UI}/namespaces/{TEMPORAL_NS}/workflows/service%2Fdefault%2Fweb"
+    await in_thread(page.shoot, "services")
 
     # Audit: an admin has the tab; it lists the creations above.
     assert await in_thread(page.visible, "#tab-audit")

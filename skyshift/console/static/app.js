@@ -28,7 +28,15 @@ function showLoggedOut(message = "") {
   for (const informer of state.informers) informer.stop();
   state.informers = [];
   state.modes.clear();
+  state.data = { clusters: [], jobs: [], services: [] };
+  state.logsOf = null;
   session.clear();
+  // Nothing of the last user stays on the page.
+  render();
+  fillTable($("#audit-table"), []);
+  $("#logs-panel").hidden = true;
+  $("#logs-text").textContent = "";
+  $("#tab-audit").hidden = true;
   banner("");
   $("#tabs").hidden = true;
   $("#session").hidden = true;

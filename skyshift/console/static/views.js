@@ -152,7 +152,7 @@ export function auditRows(records) {
   return records.map((r) => {
     const object = [r.namespace, r.name].filter(Boolean).join("/");
     return h("tr", { class: `result-${r.result === "success" ? "success" : "failure"}` },
-      h("td", {}, r.time || ""),
+      h("td", { title: r.time || "" }, (r.time || "").replace("T", " ").replace(/\.\d+/, "")),
       h("td", {}, r.user || ""),
       h("td", {}, r.action || ""),
       h("td", {}, r.resource || ""),
