@@ -11,6 +11,7 @@ API server (uvicorn in the test's event loop) keeps serving while the browser wa
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -46,12 +47,13 @@ class Console:
     store: ObjectStore
 
 
-@pytest_asyncio.fixture
-async def console(store: ObjectStore, auth_home: Path) -> AsyncIterator[Console]:
+@contextlib.asynccontextmanager
+async def serve_console(
+    store: ObjectStore, home: Path, **auth_overrides: Any
+) -> AsyncIterator[Console]:
     """An API server (auth on, a recording lifecycle) whose Temporal UI is TEMPORAL_UI."""
-    settings = Settings(
-        home=auth_home, temporal_ui_url=TEMPORAL_UI + "/", temporal_namespace=TEMPORAL_NS
-    )
+    ui = TEMPORAL_UI + "/"  # a trailing slash in the setting: no double slash in the links
+    settings = Settings(home=home, temporal_ui_url=ui, temporal_namespace=TEMPORAL_NS)
     options = ApiOptions()
     options.watch.keepalive = 0.5
     app = create_app(
@@ -59,12 +61,18 @@ async def console(store: ObjectStore, auth_home: Path) -> AsyncIterator[Console]
         store=store,
         lifecycle=RecordingLifecycle(log_text="hello from rank 0\nstep 1/3 loss=0.41\n"),
         options=options,
-        auth=test_auth_config(auth_home),
+        auth=test_auth_config(home, **auth_overrides),
     )
     async with uvicorn_server(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as c:
-        password = admin_password(auth_home)
+        password = admin_password(home)
         c.headers.update(bearer(await token_for(c, "admin", password)))
         yield Console(url, password, c, store)
+
+
+@pytest_asyncio.fixture
+async def console(store: ObjectStore, auth_home: Path) -> AsyncIterator[Console]:
+    async with serve_console(store, auth_home) as c:
+        yield c
 
 
 async def created(client: httpx.AsyncClient, path: str, manifest: dict[str, Any]) -> None:
@@ -366,6 +374,21 @@ async def test_wrong_password_and_polling_fallback(
     await set_status(c.store, "jobs", "polled", "default", phase="Succeeded")
     await in_thread(page.wait_text, f"{row} .phase", "Succeeded")
     assert time.monotonic() - started < WAIT
+
+
+async def test_expired_session_goes_back_to_the_login_form(
+    store: ObjectStore, auth_home: Path, browser: Any, tmp_path: Path
+) -> None:
+    """The page logs out when its token expires, even with nothing but open watches."""
+    async with serve_console(store, auth_home, token_ttl_hours=8 / 3600) as c:
+        page = Page(browser, c.url, screenshot_dir(tmp_path))
+        await in_thread(page.open)
+        await in_thread(page.login, "admin", c.admin_password)
+        await in_thread(page.wait, lambda _: page.visible("#tab-audit"), "the audit tab")
+        error = await in_thread(page.wait_text, "#login-error", "session expired", 30)
+        assert error == "Your session expired: please log in again."
+        assert not await in_thread(page.visible, "#jobs-view")
+        assert await in_thread(browser.execute_script, "return sessionStorage.length") == 0
 
 
 async def test_console_http_surface(console: Console) -> None:

@@ -3,6 +3,7 @@
 
 const TOKEN = "skyshift.console.token";
 const USER = "skyshift.console.user";
+const EXPIRES = "skyshift.console.expires";
 
 /** The API's root: the console page is served at <api>/console/. */
 export const apiBase = new URL("../", document.baseURI);
@@ -17,13 +18,16 @@ export class ApiError extends Error {
 export const session = {
   get token() { return sessionStorage.getItem(TOKEN) || ""; },
   get user() { return sessionStorage.getItem(USER) || ""; },
-  save(token, user) {
+  /** When the token expires (ms since the epoch, by this browser's clock; 0: unknown). */
+  get expiresAt() { return Number(sessionStorage.getItem(EXPIRES)) || 0; },
+  save(token, user, expiresIn) {
     sessionStorage.setItem(TOKEN, token);
     sessionStorage.setItem(USER, user);
+    // expires_in rather than the server's expires_at: no trust in the two clocks agreeing
+    if (expiresIn > 0) sessionStorage.setItem(EXPIRES, String(Date.now() + expiresIn * 1000));
   },
   clear() {
-    sessionStorage.removeItem(TOKEN);
-    sessionStorage.removeItem(USER);
+    for (const key of [TOKEN, USER, EXPIRES]) sessionStorage.removeItem(key);
   },
 };
 
@@ -72,7 +76,7 @@ export async function login(username, password) {
   const response = await fetch(apiUrl("token"), { method: "POST", body, cache: "no-store" });
   if (!response.ok) throw await errorOf(response);
   const data = await response.json();
-  session.save(data.access_token, username);
+  session.save(data.access_token, username, Number(data.expires_in) || 0);
   return data;
 }
 

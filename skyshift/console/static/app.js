@@ -16,6 +16,7 @@ const state = {
   modes: new Map(),
   data: { clusters: [], jobs: [], services: [] },
   logsOf: null,
+  expiry: 0,
 };
 
 function banner(message) {
@@ -25,6 +26,7 @@ function banner(message) {
 }
 
 function showLoggedOut(message = "") {
+  clearTimeout(state.expiry);
   for (const informer of state.informers) informer.stop();
   state.informers = [];
   state.modes.clear();
@@ -128,7 +130,18 @@ async function mayAudit() {
   }
 }
 
+const EXPIRED = "Your session expired: please log in again.";
+
 async function showLoggedIn() {
+  const left = session.expiresAt ? session.expiresAt - Date.now() : Infinity;
+  if (left <= 0) {
+    showLoggedOut(EXPIRED);
+    return;
+  }
+  // An open watch outlives its token; log out when the token ends, not at the next call.
+  if (Number.isFinite(left)) {
+    state.expiry = setTimeout(() => showLoggedOut(EXPIRED), Math.min(left, 2 ** 31 - 1));
+  }
   $("#login-view").hidden = true;
   $("#user").textContent = session.user;
   try {
