@@ -67,6 +67,12 @@ function render() {
   fillTable($("#services-table"), serviceRows(data.services, config));
 }
 
+let pending = 0;
+/** Render once for a burst of watch events (a busy cluster changes many jobs at once). */
+function renderSoon() {
+  if (!pending) pending = setTimeout(() => { pending = 0; render(); }, 50);
+}
+
 function showMode() {
   const modes = [...state.modes.values()];
   const live = modes.length > 0 && modes.every((m) => m === "watch");
@@ -80,7 +86,7 @@ function follow(kind, apiPath, fallbackPath = "") {
   const informer = new Informer(apiPath, {
     watch: useWatch,
     fallbackPath,
-    onChange: (items) => { state.data[kind] = items; render(); },
+    onChange: (items) => { state.data[kind] = items; renderSoon(); },
     onMode: (mode) => { state.modes.set(kind, mode); showMode(); },
     onError: (error) => banner(error ? `${kind}: ${error.message}` : ""),
   });
