@@ -40,7 +40,7 @@ from bench._util import write_result
 from skyshift.config import Settings
 from skyshift.models.meta import now_iso
 from skyshift.store import ObjectStore
-from skyshift.workflows import starter
+from skyshift.activities import starter
 
 NS = "bench"
 

@@ -14,11 +14,19 @@ so a workflow never acts on a newer object that reuses the name.
 
 from dataclasses import dataclass, field
 
+from temporalio.common import SearchAttributeKey
+
 from skyshift.compat.types import ReplicaSpec
 from skyshift.models.quantity import Resources
 from skyshift.scheduler.types import Filter, JobRequest, Preference
 
 CONTROL_QUEUE = "skyshift-control"
+
+# search attributes of every SkyShift workflow (registered by the dev stack and `skyshift up`)
+KIND = SearchAttributeKey.for_keyword("SkyShiftKind")
+NAMESPACE = SearchAttributeKey.for_keyword("SkyShiftNamespace")
+PHASE = SearchAttributeKey.for_keyword("SkyShiftPhase")
+CLUSTER = SearchAttributeKey.for_keyword("SkyShiftCluster")
 SCHEDULER_ID = "scheduler"
 
 # signal names (one payload dataclass each, named in the comment)

@@ -2,7 +2,7 @@
 
 The API server never drives a workflow itself; it tells the lifecycle plane that something
 happened (created, spec changed, deleting) and asks it for logs and exec. ``Lifecycle`` is that
-seam: :class:`TemporalLifecycle` forwards to ``skyshift.workflows.starter`` (imported lazily, so
+seam: :class:`TemporalLifecycle` forwards to ``skyshift.activities.starter`` (imported lazily, so
 the API runs before, and without, the workflows package), and tests plug in a recording double.
 Hook failures never undo the etcd write: the control worker's reconciler re-ensures workflows.
 """
@@ -125,8 +125,8 @@ class TemporalLifecycle:
 
 
 def _starter() -> Any:
-    """``skyshift.workflows.starter``, imported on first use (it may not exist yet)."""
-    return importlib.import_module("skyshift.workflows.starter")
+    """``skyshift.activities.starter``, imported on first use (it may not exist yet)."""
+    return importlib.import_module("skyshift.activities.starter")
 
 
 def _ref(obj: dict[str, Any]) -> str:

@@ -23,11 +23,11 @@ from typing import Any
 
 from temporalio.client import Client
 
+from skyshift.activities import starter
 from skyshift.activities.service_types import service_workflow_id
 from skyshift.activities.types import cluster_workflow_id, job_workflow_id
 from skyshift.metrics import set_job_phases
 from skyshift.store import ObjectStore
-from skyshift.workflows import starter
 
 log = logging.getLogger(__name__)
 TERMINAL = ("Succeeded", "Failed")

@@ -16,12 +16,12 @@ from temporalio.common import RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from skyshift.activities.types import CLUSTER as CLUSTER  # re-exported for workflows
+    from skyshift.activities.types import KIND as KIND
+    from skyshift.activities.types import NAMESPACE as NAMESPACE
+    from skyshift.activities.types import PHASE as PHASE
     from skyshift.activities.types import RemoveObjectInput
 
-KIND = SearchAttributeKey.for_keyword("SkyShiftKind")
-NAMESPACE = SearchAttributeKey.for_keyword("SkyShiftNamespace")
-PHASE = SearchAttributeKey.for_keyword("SkyShiftPhase")
-CLUSTER = SearchAttributeKey.for_keyword("SkyShiftCluster")
 
 NON_RETRYABLE = ["Permanent", "Unsupported", "NotFound", "InvalidArgument", "TooLarge"]
 

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.integration]
 
 
 async def add_service(s: LifecycleStack, name: str, **spec: Any) -> dict[str, Any]:
-    from skyshift.workflows import starter
+    from skyshift.activities import starter
 
     obj = {
         "apiVersion": "skyshift.io/v1", "kind": "Service",
@@ -74,7 +74,7 @@ async def delete_and_wait_gone(s: LifecycleStack, name: str) -> None:
 async def test_service_on_slurm_fails_with_unsupported(
     lifecycle_stack: LifecycleStack, slurm_clusters: list[SimSlurmCluster],
 ) -> None:
-    from skyshift.workflows import starter
+    from skyshift.activities import starter
 
     s = lifecycle_stack
     s.start_in_process()

@@ -31,7 +31,11 @@ from skyshift.activities.convert import cluster_input, job_input, status_cluster
 from skyshift.activities.service_convert import service_input
 from skyshift.activities.service_types import service_workflow_id
 from skyshift.activities.types import (
+    CLUSTER,
     CONTROL_QUEUE,
+    KIND,
+    NAMESPACE,
+    PHASE,
     SIG_DELETE,
     SIG_ENSURE,
     SIG_SPEC,
@@ -44,7 +48,6 @@ from skyshift.activities.types import (
     replica_name,
 )
 from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
-from skyshift.workflows.common import CLUSTER, KIND, NAMESPACE, PHASE
 
 Obj = dict[str, Any]
 OP_TIMEOUT = timedelta(seconds=120)
