@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from skyshift.activities.envs import redact
+from skyshift.activities.pipeline_types import OWNER_ANNOTATION
 from skyshift.activities.types import (
     ClusterInput,
     JobConfig,
@@ -106,6 +107,7 @@ def job_input(obj: Obj, config: JobConfig | None = None) -> JobInput:
         clusters=status_clusters(obj),
         deleting=bool(meta.get("deletionTimestamp")),
         config=config or JobConfig(),
+        owner=str((meta.get("annotations") or {}).get(OWNER_ANNOTATION) or ""),
     )
 
 

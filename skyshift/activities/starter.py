@@ -16,6 +16,7 @@ API maps to HTTP statuses.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -28,6 +29,12 @@ from temporalio.common import (
 )
 
 from skyshift.activities.convert import cluster_input, job_input, status_clusters
+from skyshift.activities.pipeline_convert import pipeline_input
+from skyshift.activities.pipeline_types import (
+    ScheduleInput,
+    pipeline_workflow_id,
+    schedule_workflow_id,
+)
 from skyshift.activities.service_convert import service_input
 from skyshift.activities.service_types import service_workflow_id
 from skyshift.activities.types import (
@@ -80,6 +87,17 @@ async def _signal_with_start(
         attrs = [SearchAttributePair(KIND, "Service"),
                  SearchAttributePair(NAMESPACE, inp.namespace),
                  SearchAttributePair(PHASE, phase or "Pending")]
+    elif kind == "Pipeline":
+        inp = inp or pipeline_input(obj)
+        wf_id, wf_type = pipeline_workflow_id(inp.namespace, inp.name), "PipelineWorkflow"
+        attrs = [SearchAttributePair(KIND, "Pipeline"),
+                 SearchAttributePair(NAMESPACE, inp.namespace),
+                 SearchAttributePair(PHASE, phase or "Pending")]
+    elif kind == "Schedule":
+        inp = inp or schedule_input(obj)
+        wf_id, wf_type = schedule_workflow_id(inp.namespace, inp.name), "ScheduleWorkflow"
+        attrs = [SearchAttributePair(KIND, "Schedule"),
+                 SearchAttributePair(NAMESPACE, inp.namespace)]
     else:
         raise ValueError(f"{kind} has no lifecycle workflow")
     await client.start_workflow(
@@ -93,13 +111,26 @@ async def _signal_with_start(
     return wf_id
 
 
+def schedule_input(obj: Obj) -> ScheduleInput:
+    meta = _meta(obj)
+    return ScheduleInput(
+        namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name")),
+        uid=str(meta.get("uid") or ""), deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+#: kinds whose workflows take their input as the ``ensure`` signal (newer object, deletion)
+_ENSURED: dict[str, Callable[[Obj], Any]] = {
+    "Job": job_input, "Service": service_input, "Pipeline": pipeline_input,
+    "Schedule": schedule_input,
+}
+
+
 async def ensure_lifecycle(client: Client, obj: Obj) -> str:
     """Make sure the object's workflow runs (start it, or attach to the running one)."""
-    if obj.get("kind") == "Job":
-        inp: Any = job_input(obj)
-        return await _signal_with_start(client, obj, SIG_ENSURE, inp, inp)
-    if obj.get("kind") == "Service":
-        inp = service_input(obj)
+    convert = _ENSURED.get(str(obj.get("kind")))
+    if convert is not None:
+        inp: Any = convert(obj)
         return await _signal_with_start(client, obj, SIG_ENSURE, inp, inp)
     return await _signal_with_start(client, obj, SIG_SPEC, SpecChanged(_generation(obj)))
 
@@ -110,11 +141,9 @@ async def notify_spec_changed(client: Client, obj: Obj) -> None:
 
 async def notify_deleting(client: Client, obj: Obj) -> None:
     """deletionTimestamp is set: tear down everywhere, then remove the object."""
-    if obj.get("kind") == "Job":
-        inp: Any = job_input(obj)
-        await _signal_with_start(client, obj, SIG_ENSURE, inp, inp)
-    elif obj.get("kind") == "Service":
-        inp = service_input(obj)
+    convert = _ENSURED.get(str(obj.get("kind")))
+    if convert is not None:
+        inp: Any = convert(obj)
         await _signal_with_start(client, obj, SIG_ENSURE, inp, inp)
     else:
         await _signal_with_start(client, obj, SIG_DELETE, DeleteRequest(_meta(obj).get("uid", "")))

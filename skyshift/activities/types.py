@@ -147,6 +147,7 @@ class JobInput:
     deleting: bool = False
     state: JobState | None = None  # set on continue-as-new
     config: JobConfig = field(default_factory=JobConfig)
+    owner: str = ""  # workflow told when the job ends (a pipeline step's, a scheduled run's)
 
 
 @dataclass

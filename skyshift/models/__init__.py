@@ -8,6 +8,7 @@ from skyshift.models.job import Job, JobSpec, JobStatus
 from skyshift.models.link import Link
 from skyshift.models.meta import Condition, ObjectMeta
 from skyshift.models.namespace import Namespace
+from skyshift.models.pipeline import Pipeline
 from skyshift.models.registry import (
     API_KINDS,
     KINDS,
@@ -18,6 +19,7 @@ from skyshift.models.registry import (
     parse_object,
 )
 from skyshift.models.role import Role
+from skyshift.models.schedule import Schedule
 from skyshift.models.service import Service
 from skyshift.models.user import User
 
@@ -38,7 +40,9 @@ __all__ = [
     "Link",
     "Namespace",
     "ObjectMeta",
+    "Pipeline",
     "Role",
+    "Schedule",
     "Service",
     "SkyObject",
     "UnknownKind",

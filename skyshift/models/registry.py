@@ -17,7 +17,9 @@ from skyshift.models.filterpolicy import FilterPolicy
 from skyshift.models.job import Job
 from skyshift.models.link import Link
 from skyshift.models.namespace import Namespace
+from skyshift.models.pipeline import Pipeline
 from skyshift.models.role import Role
+from skyshift.models.schedule import Schedule
 from skyshift.models.service import Service
 from skyshift.models.user import User
 
@@ -38,6 +40,8 @@ def _info(model: type[SkyObject], *aliases: str) -> KindInfo:
 KINDS: tuple[KindInfo, ...] = (
     _info(Cluster, "cluster", "cl"),
     _info(Job, "job"),
+    _info(Pipeline, "pipeline", "pl"),
+    _info(Schedule, "schedule", "sched"),
     _info(Service, "service", "svc"),
     _info(Endpoints, "endpoint", "edp"),
     _info(FilterPolicy, "filterpolicy", "fp", "filterpolicys"),

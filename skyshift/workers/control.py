@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from skyshift.activities.pipelines import PipelineActivities
 from skyshift.activities.scheduling import SchedulingActivities
 from skyshift.activities.service_store import ServiceStoreActivities
 from skyshift.activities.store import StoreActivities
@@ -44,11 +45,13 @@ from skyshift.workers.rules_watch import RulesWatch, signal_scheduler
 from skyshift.workflows.cluster import ClusterWorkflow
 from skyshift.workflows.job import JobWorkflow
 from skyshift.workflows.ops import ReplicaOpWorkflow
+from skyshift.workflows.pipeline import PipelineWorkflow
 from skyshift.workflows.scheduler import SchedulerWorkflow
 from skyshift.workflows.service import ServiceWorkflow
 
 log = logging.getLogger(__name__)
-WORKFLOWS = [JobWorkflow, ClusterWorkflow, SchedulerWorkflow, ReplicaOpWorkflow, ServiceWorkflow]
+WORKFLOWS = [JobWorkflow, ClusterWorkflow, SchedulerWorkflow, ReplicaOpWorkflow, ServiceWorkflow,
+             PipelineWorkflow]
 
 
 QUEUE_POLL = 5.0  # seconds between queue-depth queries when metrics are on
@@ -74,6 +77,7 @@ def control_worker(
     st = StoreActivities(store, client)
     sched = SchedulingActivities(store, client)
     svc = ServiceStoreActivities(store)
+    pl = PipelineActivities(store, client)
     return Worker(
         client,
         task_queue=task_queue,
@@ -82,6 +86,8 @@ def control_worker(
             st.write_job_status, st.read_job, st.remove_object, st.write_cluster_status,
             st.notify_cluster_jobs, sched.enqueue_job, sched.dequeue_job, sched.place_batch,
             svc.read_service, svc.service_view, svc.write_service_status, svc.write_endpoints,
+            pl.start_step, pl.read_step_jobs, pl.delete_owned, pl.write_pipeline_status,
+            pl.read_pipeline,
         ],
         workflow_runner=SandboxedWorkflowRunner() if sandbox else UnsandboxedWorkflowRunner(),
         max_cached_workflows=4000,

@@ -1,4 +1,5 @@
-"""Reconciler: every Job, Service and Cluster in etcd that needs a lifecycle has a running workflow.
+"""Reconciler: every Job, Service, Cluster, Pipeline and Schedule in etcd that needs a lifecycle
+has a running workflow.
 
 The API writes etcd first and starts the workflow second; a crash (or a Temporal outage) between
 the two must lose nothing. So the control worker periodically, and at start, compares etcd with
@@ -24,6 +25,7 @@ from typing import Any
 from temporalio.client import Client
 
 from skyshift.activities import starter
+from skyshift.activities.pipeline_types import pipeline_workflow_id, schedule_workflow_id
 from skyshift.activities.service_types import service_workflow_id
 from skyshift.activities.types import cluster_workflow_id, job_workflow_id
 from skyshift.metrics import set_job_phases
@@ -31,7 +33,11 @@ from skyshift.store import ObjectStore
 
 log = logging.getLogger(__name__)
 TERMINAL = ("Succeeded", "Failed")
-QUERY = "SkyShiftKind IN ('Job', 'Cluster', 'Service') AND ExecutionStatus = 'Running'"
+QUERY = (
+    "SkyShiftKind IN ('Job', 'Cluster', 'Service', 'Pipeline', 'Schedule') "
+    "AND ExecutionStatus = 'Running'"
+)
+PIPELINE_TERMINAL = ("Succeeded", "Failed", "Cancelled")
 
 
 class Reconciler:
@@ -86,10 +92,20 @@ class Reconciler:
             if running.get(wf_id) != meta.get("uid"):
                 started += await self._ensure(obj)
         set_job_phases(phases)
-        for obj in await self._objects("services"):  # a service's workflow never ends by itself
-            meta = obj.get("metadata") or {}
-            wf_id = service_workflow_id(str(meta.get("namespace") or "default"),
-                                        str(meta.get("name")))
+        # a service's and a schedule's workflow never end by themselves
+        for plural, wf_of in (("services", service_workflow_id),
+                              ("schedules", schedule_workflow_id)):
+            for obj in await self._objects(plural):
+                meta = obj.get("metadata") or {}
+                wf_id = wf_of(str(meta.get("namespace") or "default"), str(meta.get("name")))
+                if running.get(wf_id) != meta.get("uid"):
+                    started += await self._ensure(obj)
+        for obj in await self._objects("pipelines"):
+            meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+            if status.get("phase") in PIPELINE_TERMINAL and not meta.get("deletionTimestamp"):
+                continue
+            wf_id = pipeline_workflow_id(str(meta.get("namespace") or "default"),
+                                         str(meta.get("name")))
             if running.get(wf_id) != meta.get("uid"):
                 started += await self._ensure(obj)
         return started

@@ -79,9 +79,11 @@ with workflow.unsafe.imports_passed_through():
         upsert,
         wait,
     )
+    from skyshift.workflows.owner import tell_owner
 
 TERMINAL = ("Succeeded", "Failed")
 STATUS_FIRST_PATCH = "write-status-before-enqueue"
+OWNER_PATCH = "tell-owner-when-ended"
 
 
 @workflow.defn(name="JobWorkflow")
@@ -360,7 +362,12 @@ class JobWorkflow:
         ))
         self._search_attributes()
         self.fatal = None
+        await self._tell_owner(phase)
         await workflow.wait_condition(workflow.all_handlers_finished)
+
+    async def _tell_owner(self, phase: str) -> None:
+        if self.inp.owner and workflow.patched(OWNER_PATCH):
+            await tell_owner(self.inp.owner, self.inp.name, phase)
 
     async def _teardown(self) -> str:
         """Delete every replica everywhere, then remove the object (finalizer), then end."""
@@ -380,6 +387,8 @@ class JobWorkflow:
             *(self._delete(c, [], self.inp.uid) for c in sorted(clusters))
         )
         await remove_object("jobs", self.inp.name, self.inp.uid, self.inp.namespace)
+        if self.s.phase not in TERMINAL:
+            await self._tell_owner("Deleted")
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self.successor is not None:
             workflow.continue_as_new(self.successor)
@@ -398,5 +407,5 @@ class JobWorkflow:
         return JobInput(
             namespace=inp.namespace, name=inp.name, uid=inp.uid, generation=self.s.generation,
             created=inp.created, template=self.t, phase=self.s.phase, clusters=inp.clusters,
-            state=self.s, config=inp.config,
+            state=self.s, config=inp.config, owner=inp.owner,
         )

@@ -1,0 +1,162 @@
+"""Control-queue activities of the Pipeline lifecycle: start a step, read steps, clean up.
+
+``start_step`` is idempotent: a retry (or a restarted workflow) that finds the step's Job
+already created by this pipeline (its ``skyshift.io/owner-uid``) takes it instead of failing;
+a Job of that name that is someone else's is a step failure naming it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio import activity
+from temporalio.client import Client
+
+from skyshift.activities import spawn
+from skyshift.activities.pipeline_convert import step_job
+from skyshift.activities.pipeline_types import (
+    OWNER_UID_ANNOTATION,
+    DeleteOwnedInput,
+    JobEnd,
+    PipelineStatusPatch,
+    ReadJobsInput,
+    ReadJobsResult,
+    ReadPipelineInput,
+    ReadPipelineResult,
+    StartStepInput,
+    StartStepResult,
+)
+from skyshift.activities.store import uid_of, update_status
+from skyshift.models.meta import now_iso
+from skyshift.store import NotFound, ObjectStore
+from skyshift.store.errors import AlreadyExists
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+TERMINAL = ("Succeeded", "Failed")
+
+
+def owned_by(obj: Obj, owner_uid: str) -> bool:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return bool(owner_uid) and annotations.get(OWNER_UID_ANNOTATION) == owner_uid
+
+
+def job_end(obj: Obj | None, uid: str) -> JobEnd:
+    """What a step's job says: still running (phase ""), ended, or gone."""
+    if obj is None or (uid and uid_of(obj) != uid):
+        return JobEnd("Gone")
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return JobEnd("Gone")
+    status = obj.get("status") or {}
+    phase = str(status.get("phase") or "")
+    return JobEnd(phase if phase in TERMINAL else "", str(status.get("message") or ""))
+
+
+def apply_pipeline_patch(obj: Obj, patch: PipelineStatusPatch) -> Obj | None:
+    if patch.uid and uid_of(obj) != patch.uid:
+        return None
+    status: dict[str, Any] = obj.setdefault("status", {})
+    before = repr(status)
+    if patch.phase and not (obj.get("metadata") or {}).get("deletionTimestamp"):
+        status["phase"] = patch.phase
+    status["message"] = patch.message
+    status["steps"] = {
+        name: {"phase": st.phase, "job": st.job, "attempts": st.attempts,
+               "message": st.message, "startTime": st.started or None,
+               "completionTime": st.finished or None}
+        for name, st in patch.steps.items()
+    }
+    if patch.workflow_id:
+        status["workflowId"] = patch.workflow_id
+    if patch.started and not status.get("startTime"):
+        status["startTime"] = now_iso()
+    if patch.finished and not status.get("completionTime"):
+        status["completionTime"] = now_iso()
+    return obj if repr(status) != before else None
+
+
+class PipelineActivities:
+    def __init__(self, store: ObjectStore, client: Client) -> None:
+        self.store = store
+        self.client = client
+
+    @activity.defn(name="start_step")
+    async def start_step(self, inp: StartStepInput) -> StartStepResult:
+        try:
+            pipeline = await self.store.get("pipelines", inp.pipeline, inp.namespace)
+        except NotFound:
+            return StartStepResult(error="the pipeline was deleted")
+        if uid_of(pipeline) != inp.uid:
+            return StartStepResult(error="the pipeline was replaced")
+        try:
+            manifest = step_job(pipeline, inp.step, inp.attempt, inp.owner)
+        except (ValueError, KeyError, ValidationError) as err:
+            return StartStepResult(error=f"cannot make the step's job: {err}")
+        name = manifest["metadata"]["name"]
+        try:
+            created = await spawn.create_and_start(self.store, self.client, manifest)
+        except AlreadyExists:
+            existing = await self.store.get("jobs", name, inp.namespace)
+            if not owned_by(existing, inp.uid):
+                return StartStepResult(
+                    error=f"a Job named {name} already exists and is not this pipeline's: "
+                    "delete it or rename the pipeline"
+                )
+            await spawn.start_existing(self.client, existing)
+            created = existing
+        return StartStepResult(job=name, job_uid=uid_of(created))
+
+    @activity.defn(name="read_step_jobs")
+    async def read_step_jobs(self, inp: ReadJobsInput) -> ReadJobsResult:
+        out = ReadJobsResult()
+        for name, uid in inp.jobs.items():
+            try:
+                obj: Obj | None = await self.store.get("jobs", name, inp.namespace)
+            except NotFound:
+                obj = None
+            out.jobs[name] = job_end(obj, uid)
+        return out
+
+    @activity.defn(name="delete_owned")
+    async def delete_owned(self, inp: DeleteOwnedInput) -> int:
+        """Delete the objects ``inp`` names (all the owner's, or ``only`` these, or all but
+        the newest ``keep`` finished ones); returns how many were marked."""
+        listed = await self.store.list(
+            inp.plural, inp.namespace, label_selector={inp.label: inp.owner}
+        )
+        mine = [o for o in listed.items if owned_by(o, inp.owner_uid)]
+        if inp.only:
+            mine = [o for o in mine if (o.get("metadata") or {}).get("name") in inp.only]
+        if inp.keep >= 0:
+            done = [o for o in mine
+                    if (o.get("status") or {}).get("phase") in (*TERMINAL, "Cancelled")]
+            done.sort(key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp")))
+            mine = done[: max(len(done) - inp.keep, 0)]
+        count = 0
+        for obj in mine:
+            activity.heartbeat(count)
+            if await spawn.delete_object(self.store, self.client, inp.plural, obj):
+                count += 1
+        return count
+
+    @activity.defn(name="write_pipeline_status")
+    async def write_pipeline_status(self, patch: PipelineStatusPatch) -> bool:
+        return await update_status(
+            self.store, "pipelines", patch.name, patch.namespace,
+            lambda o: apply_pipeline_patch(o, patch),
+        )
+
+    @activity.defn(name="read_pipeline")
+    async def read_pipeline(self, inp: ReadPipelineInput) -> ReadPipelineResult:
+        try:
+            obj = await self.store.get("pipelines", inp.name, inp.namespace)
+        except NotFound:
+            return ReadPipelineResult(found=False)
+        if uid_of(obj) != inp.uid:
+            return ReadPipelineResult(found=False)
+        return ReadPipelineResult(
+            found=True, deleting=bool((obj.get("metadata") or {}).get("deletionTimestamp")),
+            cancel=bool((obj.get("spec") or {}).get("cancel")),
+        )
