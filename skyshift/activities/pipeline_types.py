@@ -198,6 +198,8 @@ class RunInput:
     schedule: str
     uid: str
     poll: float = 60.0
+    ref: RunRef | None = None  # set on continue-as-new: the run's object
+    history_limit: int = 10_000
 
 
 @dataclass
@@ -221,3 +223,11 @@ class RunRef:
 class ReadRunResult:
     phase: str = ""  # "" while running, "Gone" when deleted
     message: str = ""
+
+
+@dataclass
+class ScheduleRunLook:
+    namespace: str
+    kind: str
+    name: str
+    uid: str

@@ -77,6 +77,27 @@ def apply_pipeline_patch(obj: Obj, patch: PipelineStatusPatch) -> Obj | None:
     return obj if repr(status) != before else None
 
 
+async def delete_owned(store: ObjectStore, client: Client, inp: DeleteOwnedInput) -> int:
+    """Delete the objects ``inp`` names (all the owner's, or ``only`` these, or all but the
+    newest ``keep`` finished ones); returns how many were marked."""
+    listed = await store.list(inp.plural, inp.namespace, label_selector={inp.label: inp.owner})
+    mine = [o for o in listed.items if owned_by(o, inp.owner_uid)]
+    if inp.only:
+        mine = [o for o in mine if (o.get("metadata") or {}).get("name") in inp.only]
+    if inp.keep >= 0:
+        done = [o for o in mine
+                if (o.get("status") or {}).get("phase") in (*TERMINAL, "Cancelled")]
+        done.sort(key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp")))
+        mine = done[: max(len(done) - inp.keep, 0)]
+    count = 0
+    for obj in mine:
+        if activity.in_activity():
+            activity.heartbeat(count)
+        if await spawn.delete_object(store, client, inp.plural, obj):
+            count += 1
+    return count
+
+
 class PipelineActivities:
     def __init__(self, store: ObjectStore, client: Client) -> None:
         self.store = store
@@ -121,25 +142,7 @@ class PipelineActivities:
 
     @activity.defn(name="delete_owned")
     async def delete_owned(self, inp: DeleteOwnedInput) -> int:
-        """Delete the objects ``inp`` names (all the owner's, or ``only`` these, or all but
-        the newest ``keep`` finished ones); returns how many were marked."""
-        listed = await self.store.list(
-            inp.plural, inp.namespace, label_selector={inp.label: inp.owner}
-        )
-        mine = [o for o in listed.items if owned_by(o, inp.owner_uid)]
-        if inp.only:
-            mine = [o for o in mine if (o.get("metadata") or {}).get("name") in inp.only]
-        if inp.keep >= 0:
-            done = [o for o in mine
-                    if (o.get("status") or {}).get("phase") in (*TERMINAL, "Cancelled")]
-            done.sort(key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp")))
-            mine = done[: max(len(done) - inp.keep, 0)]
-        count = 0
-        for obj in mine:
-            activity.heartbeat(count)
-            if await spawn.delete_object(self.store, self.client, inp.plural, obj):
-                count += 1
-        return count
+        return await delete_owned(self.store, self.client, inp)
 
     @activity.defn(name="write_pipeline_status")
     async def write_pipeline_status(self, patch: PipelineStatusPatch) -> bool:

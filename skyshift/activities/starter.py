@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, ScheduleBackfill
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
+from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift.activities.convert import cluster_input, job_input, status_clusters
 from skyshift.activities.pipeline_convert import pipeline_input
@@ -205,3 +206,42 @@ async def exec_in_replica(
     if res.exit_code is None:
         _raise(res.error or "NotFound: no replica found")
     return {"exit_code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr}
+
+
+# ---- schedules: actions on the Temporal Schedule itself ----------------------------------------
+
+
+def _schedule_handle(client: Client, obj: Obj) -> Any:
+    meta = _meta(obj)
+    return client.get_schedule_handle(
+        schedule_workflow_id(str(meta.get("namespace") or "default"), str(meta.get("name")))
+    )
+
+
+async def trigger_schedule(client: Client, obj: Obj) -> None:
+    """Run the schedule now (even when paused), under its own overlap policy."""
+    try:
+        await _schedule_handle(client, obj).trigger()
+    except RPCError as err:
+        raise _schedule_error(err) from None
+
+
+async def backfill_schedule(client: Client, obj: Obj, start: datetime, end: datetime,
+                            overlap: str) -> None:
+    """Run every time the schedule would have fired in [start, end) (``overlap``: a policy)."""
+    from skyshift.activities.schedules import OVERLAP
+
+    try:
+        await _schedule_handle(client, obj).backfill(
+            ScheduleBackfill(start_at=start, end_at=end, overlap=OVERLAP[overlap])
+        )
+    except RPCError as err:
+        raise _schedule_error(err) from None
+
+
+def _schedule_error(err: RPCError) -> Exception:
+    if err.status == RPCStatusCode.NOT_FOUND:
+        return NotFound("the schedule is not set up in Temporal yet (its lifecycle creates it)")
+    if err.status == RPCStatusCode.INVALID_ARGUMENT:
+        return Permanent(err.message)
+    return Transient(err.message)

@@ -41,6 +41,21 @@ def parse_duration(value: str) -> int:
     return int(m.group(1)) * _UNIT[m.group(2)]
 
 
+#: (field name, lowest, highest) of the five cron fields
+_RANGES = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31), ("month", 1, 12),
+           ("day of week", 0, 7))
+
+
+def _check_numbers(field: str, what: str, low: int, high: int) -> None:
+    for part in field.split(","):
+        base, _, step = part.partition("/")
+        if step and (not step.isdigit() or int(step) == 0):
+            raise ValueError(f"{what} step {step!r} must be a positive number")
+        for number in base.split("-"):
+            if number.isdigit() and not low <= int(number) <= high:
+                raise ValueError(f"{what} {number} is out of range {low}-{high}")
+
+
 def validate_cron(value: str) -> str:
     text = value.strip()
     if text in _MACROS:
@@ -51,6 +66,11 @@ def validate_cron(value: str) -> str:
             f"cron {value!r}: expected 5 fields (minute hour day-of-month month day-of-week, "
             f"e.g. '0 2 * * *') or one of {', '.join(sorted(_MACROS))}"
         )
+    for field, (what, low, high) in zip(fields, _RANGES, strict=True):
+        try:
+            _check_numbers(field, what, low, high)
+        except ValueError as err:
+            raise ValueError(f"cron {value!r}: {err}") from None
     return text
 
 

@@ -20,6 +20,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from skyshift.activities.pipelines import PipelineActivities
+from skyshift.activities.schedules import ScheduleActivities
 from skyshift.activities.scheduling import SchedulingActivities
 from skyshift.activities.service_store import ServiceStoreActivities
 from skyshift.activities.store import StoreActivities
@@ -46,12 +47,13 @@ from skyshift.workflows.cluster import ClusterWorkflow
 from skyshift.workflows.job import JobWorkflow
 from skyshift.workflows.ops import ReplicaOpWorkflow
 from skyshift.workflows.pipeline import PipelineWorkflow
+from skyshift.workflows.schedule import ScheduledRunWorkflow, ScheduleWorkflow
 from skyshift.workflows.scheduler import SchedulerWorkflow
 from skyshift.workflows.service import ServiceWorkflow
 
 log = logging.getLogger(__name__)
 WORKFLOWS = [JobWorkflow, ClusterWorkflow, SchedulerWorkflow, ReplicaOpWorkflow, ServiceWorkflow,
-             PipelineWorkflow]
+             PipelineWorkflow, ScheduleWorkflow, ScheduledRunWorkflow]
 
 
 QUEUE_POLL = 5.0  # seconds between queue-depth queries when metrics are on
@@ -78,6 +80,7 @@ def control_worker(
     sched = SchedulingActivities(store, client)
     svc = ServiceStoreActivities(store)
     pl = PipelineActivities(store, client)
+    sc = ScheduleActivities(store, client)
     return Worker(
         client,
         task_queue=task_queue,
@@ -87,7 +90,8 @@ def control_worker(
             st.notify_cluster_jobs, sched.enqueue_job, sched.dequeue_job, sched.place_batch,
             svc.read_service, svc.service_view, svc.write_service_status, svc.write_endpoints,
             pl.start_step, pl.read_step_jobs, pl.delete_owned, pl.write_pipeline_status,
-            pl.read_pipeline,
+            pl.read_pipeline, sc.sync_schedule, sc.drop_schedule, sc.start_run, sc.read_run,
+            sc.stop_run,
         ],
         workflow_runner=SandboxedWorkflowRunner() if sandbox else UnsandboxedWorkflowRunner(),
         max_cached_workflows=4000,

@@ -1,0 +1,279 @@
+"""Control-queue activities of the Schedule lifecycle and of each scheduled run.
+
+``sync_schedule`` makes the Temporal Schedule ``schedule/<ns>/<name>`` say what the stored
+Schedule says (create or update, paused or not) and writes the status; ``drop_schedule``
+deletes it. ``start_run`` creates one run's Job or Pipeline from the template (idempotent: the
+name comes from the scheduled time) and deletes finished runs beyond ``historyLimit``.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio import activity
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleHandle,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    ScheduleState,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
+)
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError, RPCStatusCode
+
+from skyshift.activities import spawn, starter
+from skyshift.activities.pipeline_types import (
+    OWNER_ANNOTATION,
+    OWNER_UID_ANNOTATION,
+    SCHEDULE_LABEL,
+    SCHEDULED_TIME_ANNOTATION,
+    DeleteOwnedInput,
+    ReadRunResult,
+    RunInput,
+    RunRef,
+    ScheduleRef,
+    ScheduleRunLook,
+    StartRunInput,
+    SyncScheduleResult,
+    schedule_run_prefix,
+    schedule_workflow_id,
+)
+from skyshift.activities.pipelines import TERMINAL, delete_owned, owned_by
+from skyshift.activities.store import uid_of, update_status
+from skyshift.activities.types import CONTROL_QUEUE, KIND, NAMESPACE
+from skyshift.models.schedule import Schedule as ScheduleModel
+from skyshift.models.schedule import parse_duration
+from skyshift.store import NotFound, ObjectStore
+from skyshift.store.errors import AlreadyExists
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+OVERLAP = {
+    "Skip": ScheduleOverlapPolicy.SKIP, "BufferOne": ScheduleOverlapPolicy.BUFFER_ONE,
+    "BufferAll": ScheduleOverlapPolicy.BUFFER_ALL,
+    "CancelOther": ScheduleOverlapPolicy.CANCEL_OTHER,
+    "AllowAll": ScheduleOverlapPolicy.ALLOW_ALL,
+}
+PLURAL = {"Job": "jobs", "Pipeline": "pipelines"}
+
+
+def temporal_schedule(model: ScheduleModel) -> Schedule:
+    """The Temporal Schedule of a stored Schedule."""
+    spec, meta = model.spec, model.metadata
+    ns = meta.namespace or "default"
+    when = ScheduleSpec(
+        cron_expressions=[spec.cron] if spec.cron else [],
+        intervals=[ScheduleIntervalSpec(every=timedelta(seconds=parse_duration(spec.interval)))]
+        if spec.interval else [],
+        time_zone_name=spec.timezone,
+    )
+    action = ScheduleActionStartWorkflow(
+        "ScheduledRunWorkflow", RunInput(ns, meta.name, meta.uid or ""),
+        id=schedule_run_prefix(ns, meta.name), task_queue=CONTROL_QUEUE,
+        typed_search_attributes=TypedSearchAttributes(
+            [SearchAttributePair(KIND, "ScheduledRun"), SearchAttributePair(NAMESPACE, ns)]
+        ),
+    )
+    return Schedule(
+        action=action, spec=when,
+        policy=SchedulePolicy(
+            overlap=OVERLAP[spec.overlapPolicy],
+            catchup_window=timedelta(seconds=parse_duration(spec.catchupWindow)),
+        ),
+        state=ScheduleState(paused=spec.suspend, note="skyshift: spec.suspend"),
+    )
+
+
+async def next_times(handle: ScheduleHandle, count: int = 3) -> list[str]:
+    desc = await handle.describe()
+    return [t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            for t in desc.info.next_action_times[:count]]
+
+
+def run_name(schedule: str, scheduled: str) -> str:
+    when = datetime.strptime(scheduled, "%Y-%m-%dT%H:%M:%SZ")
+    return f"{schedule}-{when:%Y%m%d-%H%M%S}"
+
+
+def run_manifest(obj: Obj, model: ScheduleModel, inp: StartRunInput) -> Obj:
+    spec = model.spec
+    template: Any = spec.jobTemplate or spec.pipelineTemplate
+    labels = {**template.metadata.labels, SCHEDULE_LABEL: model.metadata.name}
+    return {
+        "kind": spec.target_kind,
+        "metadata": {
+            "name": run_name(model.metadata.name, inp.scheduled),
+            "namespace": inp.namespace, "labels": labels,
+            "annotations": {OWNER_ANNOTATION: inp.owner, OWNER_UID_ANNOTATION: uid_of(obj),
+                            SCHEDULED_TIME_ANNOTATION: inp.scheduled},
+        },
+        "spec": template.spec.model_dump(mode="json", exclude_none=True),
+    }
+
+
+class ScheduleActivities:
+    def __init__(self, store: ObjectStore, client: Client) -> None:
+        self.store = store
+        self.client = client
+
+    async def _read(self, ref: ScheduleRef | StartRunInput) -> Obj | None:
+        name = ref.name if isinstance(ref, ScheduleRef) else ref.schedule
+        try:
+            obj = await self.store.get("schedules", name, ref.namespace)
+        except NotFound:
+            return None
+        return obj if uid_of(obj) == ref.uid else None
+
+    async def _status(self, ref: ScheduleRef, run: tuple[str, str] | None = None,
+                      **fields: Any) -> None:
+        """``run``: (scheduled time, name) of a new run: counted, and the last one if it is
+        the newest (runs of a backfill start side by side, in any order)."""
+        def mutate(obj: Obj) -> Obj | None:
+            if uid_of(obj) != ref.uid:
+                return None
+            status = obj.setdefault("status", {})
+            before = repr(status)
+            changes = dict(fields)
+            if (obj.get("metadata") or {}).get("deletionTimestamp"):
+                changes.pop("phase", None)
+            status.update(changes)
+            if run is not None:
+                status["runs"] = int(status.get("runs") or 0) + 1
+                if run[0] >= str(status.get("lastScheduleTime") or ""):
+                    status["lastScheduleTime"], status["lastRun"] = run
+            return obj if repr(status) != before else None
+
+        await update_status(self.store, "schedules", ref.name, ref.namespace, mutate)
+
+    @activity.defn(name="sync_schedule")
+    async def sync_schedule(self, ref: ScheduleRef) -> SyncScheduleResult:
+        obj = await self._read(ref)
+        if obj is None:
+            return SyncScheduleResult(found=False)
+        meta = obj.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            return SyncScheduleResult(found=True, deleting=True)
+        generation = int(meta.get("generation") or 0)
+        wf_id = schedule_workflow_id(ref.namespace, ref.name)
+        try:
+            model = ScheduleModel.model_validate(obj)
+        except ValidationError as err:
+            await self._status(ref, phase="Failed", message=f"invalid schedule: {err}",
+                               observedGeneration=generation, workflowId=wf_id)
+            return SyncScheduleResult(found=True)
+        wanted = temporal_schedule(model)
+        handle = self.client.get_schedule_handle(wf_id)
+        try:
+            try:
+                await self.client.create_schedule(wf_id, wanted)
+            except ScheduleAlreadyRunningError:
+                def replace(_: ScheduleUpdateInput) -> ScheduleUpdate:
+                    return ScheduleUpdate(schedule=wanted)
+
+                await handle.update(replace)
+            upcoming = await next_times(handle)
+        except RPCError as err:
+            if err.status != RPCStatusCode.INVALID_ARGUMENT:
+                raise
+            await self._status(ref, phase="Failed", message=f"Temporal refused it: {err.message}",
+                               observedGeneration=generation, workflowId=wf_id, nextRunTimes=[])
+            return SyncScheduleResult(found=True)
+        phase = "Paused" if model.spec.suspend else "Active"
+        await self._status(ref, phase=phase, message="", observedGeneration=generation,
+                           workflowId=wf_id, nextRunTimes=[] if model.spec.suspend else upcoming)
+        return SyncScheduleResult(found=True)
+
+    @activity.defn(name="drop_schedule")
+    async def drop_schedule(self, ref: ScheduleRef) -> None:
+        """Delete the Temporal Schedule and every run this schedule created."""
+        try:
+            await self.client.get_schedule_handle(
+                schedule_workflow_id(ref.namespace, ref.name)).delete()
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+        for plural in PLURAL.values():
+            await delete_owned(self.store, self.client, DeleteOwnedInput(
+                ref.namespace, ref.uid, SCHEDULE_LABEL, ref.name, plural=plural))
+
+    @activity.defn(name="start_run")
+    async def start_run(self, inp: StartRunInput) -> RunRef:
+        obj = await self._read(inp)
+        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return RunRef(message="the schedule was deleted")
+        model = ScheduleModel.model_validate(obj)
+        manifest = run_manifest(obj, model, inp)
+        kind, name = manifest["kind"], manifest["metadata"]["name"]
+        new = True
+        try:
+            created = await spawn.create_and_start(self.store, self.client, manifest)
+        except AlreadyExists:
+            created = await self.store.get(PLURAL[kind], name, inp.namespace)
+            if not owned_by(created, uid_of(obj)):
+                return RunRef(message=f"a {kind} named {name} already exists and is not "
+                              "this schedule's")
+            await spawn.start_existing(self.client, created)
+            new = False
+        ref = ScheduleRef(inp.namespace, inp.schedule, inp.uid)
+        await delete_owned(self.store, self.client, DeleteOwnedInput(
+            inp.namespace, inp.uid, SCHEDULE_LABEL, inp.schedule,
+            keep=model.spec.historyLimit, plural=PLURAL[kind]))
+        handle = self.client.get_schedule_handle(schedule_workflow_id(inp.namespace, inp.schedule))
+        try:
+            upcoming = await next_times(handle)
+        except RPCError:
+            upcoming = []
+        fields: dict[str, Any] = {} if model.spec.suspend else {"nextRunTimes": upcoming}
+        await self._status(ref, (inp.scheduled, name) if new else None, **fields)
+        return RunRef(kind, name, uid_of(created))
+
+    @activity.defn(name="read_run")
+    async def read_run(self, inp: ScheduleRunLook) -> ReadRunResult:
+        try:
+            obj = await self.store.get(PLURAL[inp.kind], inp.name, inp.namespace)
+        except NotFound:
+            return ReadRunResult("Gone")
+        if uid_of(obj) != inp.uid or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return ReadRunResult("Gone")
+        status = obj.get("status") or {}
+        phase = str(status.get("phase") or "")
+        if phase in (*TERMINAL, "Cancelled"):
+            return ReadRunResult(phase, str(status.get("message") or ""))
+        return ReadRunResult()
+
+    @activity.defn(name="stop_run")
+    async def stop_run(self, inp: ScheduleRunLook) -> None:
+        """The run was cancelled (overlap policy CancelOther): delete its Job, or cancel its
+        Pipeline (which keeps its record)."""
+        try:
+            obj = await self.store.get(PLURAL[inp.kind], inp.name, inp.namespace)
+        except NotFound:
+            return
+        if uid_of(obj) != inp.uid:
+            return
+        if inp.kind == "Job":
+            await spawn.delete_object(self.store, self.client, "jobs", obj)
+            return
+
+        def cancel(current: Obj) -> Obj | None:
+            if uid_of(current) != inp.uid or (current.get("spec") or {}).get("cancel"):
+                return None
+            out = copy.deepcopy(current)
+            out["spec"]["cancel"] = True
+            out["metadata"]["generation"] = int(out["metadata"].get("generation") or 0) + 1
+            return out
+
+        updated = await self.store.guaranteed_update("pipelines", inp.name, inp.namespace, cancel)
+        await starter.notify_spec_changed(self.client, updated)
+
