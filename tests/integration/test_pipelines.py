@@ -80,7 +80,8 @@ async def test_diamond_runs_in_dependency_order_with_parameters(
     assert left is not None
     assert left["metadata"]["labels"]["skyshift.io/pipeline"] == "dia"
     assert "hello-left" in log_of(s, "pl-a", left)
-    assert done["status"]["completionTime"] and done["status"]["workflowId"] == "pipeline/default/dia"
+    assert done["status"]["completionTime"]
+    assert done["status"]["workflowId"] == "pipeline/default/dia"
 
 
 async def test_retries_then_fail_stops_the_rest(lifecycle_stack: LifecycleStack) -> None:

@@ -148,7 +148,7 @@ async def test_cancel_other_cancels_the_previous_pipeline_run_and_delete_cleans_
                 and not [j for j in jobs if j["metadata"]["name"].startswith("nightly-")])
 
     await s.wait("the schedule and its runs removed", all_gone)
-    with pytest.raises(Exception, match="not found|NotFound"):
+    with pytest.raises(Exception, match=r"not found|NotFound"):
         await s.client.get_schedule_handle("schedule/default/nightly").describe()
 
 
