@@ -19,7 +19,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from skyshift.api import errors, handlers, jobs
+from skyshift.api import errors, handlers, jobs, schedules
 from skyshift.api.auth import AuthConfig, AuthService
 from skyshift.api.auth import routes as auth_routes
 from skyshift.api.auth.audit import AuditMiddleware
@@ -46,8 +46,9 @@ from skyshift.store import ObjectStore, StoreError
 log = logging.getLogger(__name__)
 
 DESCRIPTION = """
-SkyShift's REST API: Kubernetes-style objects (Cluster, Job, Service, Endpoints, FilterPolicy,
-Link, Namespace, Role) kept in etcd, whose lifecycles run as Temporal workflows.
+SkyShift's REST API: Kubernetes-style objects (Cluster, Job, Pipeline, Schedule, Service,
+Endpoints, FilterPolicy, Link, Namespace, Role) kept in etcd, whose lifecycles run as Temporal
+workflows.
 
 * **Bodies**: JSON or YAML (`Content-Type: application/yaml`); PATCH takes JSON Patch
   (`application/json-patch+json`) or merge patch (`application/merge-patch+json`).
@@ -181,6 +182,7 @@ def create_app(
     for top, _ in routers:
         app.include_router(top)
     app.include_router(jobs.router)
+    app.include_router(schedules.router)
     for _, namespaced in routers:
         app.include_router(namespaced)
     _fallback_routes(app)
@@ -208,6 +210,10 @@ def _tag_doc(kind: str) -> str:
     docs = {
         "Cluster": "Clusters SkyShift places work on (cluster-scoped; has a lifecycle).",
         "Job": "Containers to run somewhere in the super-cluster (namespaced; has a lifecycle).",
+        "Pipeline": "DAGs of job templates run once, step by step (namespaced; has a "
+        "lifecycle).",
+        "Schedule": "Jobs or Pipelines created on a cron or an interval, on Temporal Schedules "
+        "(namespaced; has a lifecycle; trigger and backfill).",
         "Service": "Stable addresses for job replicas (namespaced).",
         "Endpoints": "Per-cluster endpoints of a service (namespaced).",
         "FilterPolicy": "Keep a namespace's jobs on or off clusters (namespaced).",

@@ -14,6 +14,7 @@ other exception becomes a 500 whose body never carries a traceback (the log does
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -97,11 +98,20 @@ def loc_path(loc: tuple[int | str, ...] | list[int | str], prefix: str = "") -> 
     return out
 
 
+#: a validator that checks several fields names the one at fault first: "steps[2].dependsOn: ..."
+_NAMED = re.compile(r"^([A-Za-z_]\w*(?:\[\d+\])?(?:\.[A-Za-z_]\w*(?:\[\d+\])?)*): (.+)$", re.S)
+
+
 def _details(errors: list[dict[str, Any]], prefix: str = "") -> list[dict[str, Any]]:
     out = []
     for e in errors:
         msg = str(e.get("msg", "invalid value")).removeprefix("Value error, ")
-        out.append({"field": loc_path(tuple(e.get("loc", ())), prefix), "message": msg})
+        field = loc_path(tuple(e.get("loc", ())), prefix)
+        if (named := _NAMED.match(msg)) is not None:
+            inner = named.group(1)
+            field = f"{field}.{inner}" if field and not inner.startswith("metadata.") else inner
+            msg = named.group(2)
+        out.append({"field": field, "message": msg})
     return out
 
 

@@ -13,7 +13,7 @@ import asyncio
 import importlib
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,14 @@ class Lifecycle(Protocol):
 
     async def ready(self) -> bool:
         """Whether the lifecycle plane can be reached (for ``/readyz``)."""
+
+    async def trigger_schedule(self, schedule: dict[str, Any]) -> None:
+        """Run a Schedule now (even when paused)."""
+
+    async def backfill_schedule(
+        self, schedule: dict[str, Any], start: datetime, end: datetime, overlap: str,
+    ) -> None:
+        """Run a Schedule for every time it would have fired in ``[start, end)``."""
 
 
 ClientFactory = Callable[[], Awaitable[Any]]
@@ -108,6 +116,14 @@ class TemporalLifecycle:
         starter = _starter()
         result = await starter.exec_in_replica(await self.client(), job, command, rank)
         return dict(result)
+
+    async def trigger_schedule(self, schedule: dict[str, Any]) -> None:
+        await _starter().trigger_schedule(await self.client(), schedule)
+
+    async def backfill_schedule(
+        self, schedule: dict[str, Any], start: datetime, end: datetime, overlap: str,
+    ) -> None:
+        await _starter().backfill_schedule(await self.client(), schedule, start, end, overlap)
 
     async def ready(self) -> bool:
         try:

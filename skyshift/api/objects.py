@@ -156,8 +156,25 @@ def merge_update(
                 field="spec",
                 resource_version=cur_meta.get("resourceVersion"),
             )
+        if info.kind == "Pipeline" and isinstance(old_spec, dict):
+            _check_pipeline_change(old_spec, obj["spec"])
         obj["metadata"]["generation"] = int(cur_meta.get("generation") or 0) + 1
     return obj, changed
+
+
+def _check_pipeline_change(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """A pipeline runs the steps it was created with: only ``cancel: true`` may change."""
+    for key in ("steps", "parameters"):
+        if old.get(key) != new.get(key):
+            raise ApiError(
+                422,
+                f"spec.{key} of a pipeline cannot change once it is created (it runs what it "
+                "was created with): create a new pipeline instead",
+                field=f"spec.{key}",
+            )
+    if old.get("cancel") and not new.get("cancel"):
+        raise ApiError(422, "a cancelled pipeline cannot be resumed: create a new one",
+                       field="spec.cancel")
 
 
 def apply_patch(

@@ -1,0 +1,132 @@
+"""Schedule actions that are not object writes: run now (trigger) and backfill a past range.
+
+Pause and resume are ``spec.suspend`` (a patch), so they are stored like every other change;
+these two act on the Temporal Schedule through the lifecycle plane and leave the object as is
+(the runs they start update its status).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Depends, Path, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from skyshift.api import handlers
+from skyshift.api.body import parse_json, read_bytes
+from skyshift.api.deps import authorize, get_lifecycle, get_options, get_store
+from skyshift.api.errors import ApiError, from_validation
+from skyshift.api.jobs import _backend_error
+from skyshift.api.lifecycle import Lifecycle
+from skyshift.models.registry import kind_info
+from skyshift.models.schedule import OverlapPolicy, parse_duration
+
+log = logging.getLogger(__name__)
+SCHEDULE = kind_info("schedules")
+router = APIRouter(tags=["Schedule"])
+MAX_BACKFILL_RUNS = 1000
+
+
+class BackfillRequest(BaseModel):
+    start: datetime = Field(description="RFC 3339; runs scheduled at or after it")
+    end: datetime = Field(description="RFC 3339; runs scheduled before it")
+    overlapPolicy: OverlapPolicy = Field(
+        default="AllowAll", description="How the backfilled runs overlap each other"
+    )
+
+    @field_validator("start", "end")
+    @classmethod
+    def _aware(cls, v: datetime) -> datetime:
+        return v if v.tzinfo else v.replace(tzinfo=UTC)
+
+
+def _lifecycle(request: Request) -> Lifecycle:
+    lifecycle = get_lifecycle(request)
+    if lifecycle is None:
+        raise ApiError(503, "schedules need the lifecycle plane (Temporal), which this API "
+                       "server runs without (SKYSHIFT_LIFECYCLE=off?)")
+    return lifecycle
+
+
+def most_runs(spec: dict[str, Any], seconds: float) -> int:
+    """An upper bound of the runs a schedule can have in ``seconds`` (cron: at most one a
+    minute, one an hour when the minute is fixed or a macro is used)."""
+    if spec.get("interval"):
+        period = parse_duration(str(spec["interval"]))
+    else:
+        cron = str(spec.get("cron") or "")
+        minute = cron.split()[0] if cron.split() else ""
+        period = 3600 if cron.startswith("@") or minute.isdigit() else 60
+    return int(seconds // max(period, 1)) + 1
+
+
+async def _schedule(request: Request, namespace: str, name: str) -> dict[str, Any]:
+    obj = await handlers.get_object(get_store(request), SCHEDULE, name, namespace)
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        raise ApiError(409, f"schedule {name} is being deleted", reason="Deleting")
+    return obj
+
+
+@router.post(
+    "/{namespace}/schedules/{name}/trigger",
+    dependencies=[Depends(authorize("update", SCHEDULE, audit_action="trigger"))],
+    status_code=202,
+    summary="Run a schedule now",
+    description="One run now, even while the schedule is paused, under its overlap policy.",
+)
+async def trigger(
+    request: Request,
+    namespace: str = Path(description="The schedule's namespace"),
+    name: str = Path(description="The schedule's name"),
+) -> JSONResponse:
+    lifecycle = _lifecycle(request)
+    obj = await _schedule(request, namespace, name)
+    try:
+        await lifecycle.trigger_schedule(obj)
+    except Exception as exc:
+        raise _backend_error(exc, f"trigger schedule {namespace}/{name}") from exc
+    return JSONResponse({"schedule": name, "triggered": True}, status_code=202)
+
+
+@router.post(
+    "/{namespace}/schedules/{name}/backfill",
+    dependencies=[Depends(authorize("update", SCHEDULE, audit_action="backfill"))],
+    status_code=202,
+    summary="Run a schedule for a past time range",
+    description=f"One run for every time the schedule would have fired in [start, end), "
+    f"at most {MAX_BACKFILL_RUNS} runs.",
+    openapi_extra={"requestBody": {"required": True, "content": {
+        "application/json": {"schema": BackfillRequest.model_json_schema()}}}},
+)
+async def backfill(
+    request: Request,
+    namespace: str = Path(description="The schedule's namespace"),
+    name: str = Path(description="The schedule's name"),
+) -> JSONResponse:
+    lifecycle = _lifecycle(request)
+    limits = get_options(request).limits
+    raw = await read_bytes(request, limits.max_bytes)
+    try:
+        body = BackfillRequest.model_validate(await asyncio.to_thread(parse_json, raw, limits))
+    except ValidationError as exc:
+        raise from_validation(exc, "backfill request") from exc
+    if body.end <= body.start:
+        raise ApiError(422, "end must be after start", field="end")
+    obj = await _schedule(request, namespace, name)
+    bound = most_runs(obj.get("spec") or {}, (body.end - body.start).total_seconds())
+    if bound > MAX_BACKFILL_RUNS:
+        raise ApiError(
+            422, f"this range can hold up to {bound} runs of the schedule; backfill at most "
+            f"{MAX_BACKFILL_RUNS} at a time (split the range)", field="end",
+        )
+    try:
+        await lifecycle.backfill_schedule(obj, body.start, body.end, body.overlapPolicy)
+    except Exception as exc:
+        raise _backend_error(exc, f"backfill schedule {namespace}/{name}") from exc
+    return JSONResponse({"schedule": name, "start": body.start.isoformat(),
+                         "end": body.end.isoformat(), "overlapPolicy": body.overlapPolicy},
+                        status_code=202)
