@@ -228,7 +228,8 @@ async def trigger_schedule(client: Client, obj: Obj) -> None:
 
 async def backfill_schedule(client: Client, obj: Obj, start: datetime, end: datetime,
                             overlap: str) -> None:
-    """Run every time the schedule would have fired in [start, end) (``overlap``: a policy)."""
+    """Run every time the schedule would have fired from ``start`` to ``end``, both included
+    (``overlap``: a policy name)."""
     from skyshift.activities.schedules import OVERLAP
 
     try:

@@ -47,7 +47,7 @@ class Lifecycle(Protocol):
     async def backfill_schedule(
         self, schedule: dict[str, Any], start: datetime, end: datetime, overlap: str,
     ) -> None:
-        """Run a Schedule for every time it would have fired in ``[start, end)``."""
+        """Run a Schedule for every time it would have fired in ``[start, end]`` (both included)."""
 
 
 ClientFactory = Callable[[], Awaitable[Any]]

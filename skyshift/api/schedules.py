@@ -97,8 +97,8 @@ async def trigger(
     dependencies=[Depends(authorize("update", SCHEDULE, audit_action="backfill"))],
     status_code=202,
     summary="Run a schedule for a past time range",
-    description=f"One run for every time the schedule would have fired in [start, end), "
-    f"at most {MAX_BACKFILL_RUNS} runs.",
+    description=f"One run for every time the schedule would have fired from start to end "
+    f"(both included), at most {MAX_BACKFILL_RUNS} runs.",
     openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": BackfillRequest.model_json_schema()}}}},
 )

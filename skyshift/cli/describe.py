@@ -18,11 +18,13 @@ from skyshift.cli.kinds import KIND, NAME
 from skyshift.cli.output import to_yaml
 from skyshift.cli.render import Table, fmt_labels, fmt_ratio, format_age, sum_nodes
 from skyshift.cli.state import CliState, pass_state
+from skyshift.cli.tables_flow import dag_table, next_runs
 from skyshift.models import KindInfo
 
 DEFAULT_TEMPORAL_UI = "http://127.0.0.1:8233"
 # Shown in their own sections, so left out of the generic status dump.
-STATUS_SECTIONS = ("conditions", "schedulerReasons", "workflowId", "capacity", "allocatable")
+STATUS_SECTIONS = ("conditions", "schedulerReasons", "workflowId", "capacity", "allocatable",
+                   "steps", "nextRunTimes")
 
 
 def temporal_ui_link(workflow_id: str) -> str:
@@ -116,6 +118,10 @@ def describe_text(info: KindInfo, obj: Mapping[str, Any],
         reasons = status.get("schedulerReasons") or {}
         table = Table(["CLUSTER", "REASON"], [[str(c), str(r)] for c, r in reasons.items()])
         lines += _section("Scheduler Reasons", table.render() if table.rows else "")
+    if info.kind == "Pipeline":
+        lines += _section("Steps", dag_table(obj))
+    if info.kind == "Schedule":
+        lines += _section("Next Runs", next_runs(obj))
     if info.kind == "FilterPolicy" and clusters is not None:
         lines += _section("Problems", missing_clusters_text(obj, clusters))
     lines += _section("Conditions", conditions_table(list(status.get("conditions") or [])))

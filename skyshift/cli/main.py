@@ -35,6 +35,7 @@ from skyshift.cli.get import get
 from skyshift.cli.groups import CONTEXT_SETTINGS, AliasedGroup
 from skyshift.cli.import_clusters import create  # create cluster [--all-contexts]
 from skyshift.cli.logs import logs
+from skyshift.cli.pipelines import COMMANDS as PIPELINE_COMMANDS  # also: create pipeline|schedule
 from skyshift.cli.state import CliState
 from skyshift.cli.status import status
 from skyshift.cli.version import version
@@ -77,6 +78,8 @@ def cli(ctx: click.Context, server: str | None, context_name: str | None) -> Non
       skyctl get jobs
       skyctl describe job hello
       skyctl logs hello
+      skyctl create pipeline train-1 -f train.yaml --param lr 0.01
+      skyctl create schedule nightly --cron "0 2 * * *" -f train.yaml
     """
     state = ctx.ensure_object(CliState)
     state.server = server or state.server
@@ -86,7 +89,7 @@ def cli(ctx: click.Context, server: str | None, context_name: str | None) -> Non
 for command in (apply, create, get, describe, delete, logs, exec_command, status, config,
                 version):
     cli.add_command(command)
-for command in AUTH_COMMANDS:
+for command in (*PIPELINE_COMMANDS, *AUTH_COMMANDS):
     cli.add_command(command)
 
 

@@ -20,6 +20,14 @@ from skyshift.cli.render import (
     format_age,
     sum_nodes,
 )
+from skyshift.cli.tables_flow import (
+    PIPELINE_HEADERS,
+    PIPELINE_WIDE,
+    SCHEDULE_HEADERS,
+    SCHEDULE_WIDE,
+    pipeline_rows,
+    schedule_rows,
+)
 
 Obj = Mapping[str, Any]
 RowFn = Callable[[Obj, bool, datetime | None], list[list[str]]]
@@ -278,6 +286,8 @@ def generic_rows(obj: Obj, wide: bool, now: datetime | None) -> list[list[str]]:
 VIEWS: dict[str, tuple[list[str], list[str], RowFn]] = {
     "Cluster": (CLUSTER_HEADERS, CLUSTER_WIDE, cluster_rows),
     "Job": (JOB_HEADERS, JOB_WIDE, job_rows),
+    "Pipeline": (PIPELINE_HEADERS, PIPELINE_WIDE, pipeline_rows),
+    "Schedule": (SCHEDULE_HEADERS, SCHEDULE_WIDE, schedule_rows),
     "Service": (SERVICE_HEADERS, SERVICE_WIDE, service_rows),
     "Endpoints": (ENDPOINTS_HEADERS, [], endpoints_rows),
     "FilterPolicy": (FILTER_HEADERS, [], filter_rows),

@@ -133,6 +133,16 @@ class AsyncSkyShiftClient(Calls):
     ) -> ExecResult:
         return await self._run(self._exec_op(name, command, namespace, rank))
 
+    async def trigger_schedule(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return await self._run(self._schedule_op(name, namespace, "trigger"))
+
+    async def backfill_schedule(
+        self, name: str, start: str, end: str, namespace: str | None = None,
+        overlap: str = "AllowAll",
+    ) -> dict[str, Any]:
+        body = {"start": start, "end": end, "overlapPolicy": overlap}
+        return await self._run(self._schedule_op(name, namespace, "backfill", body))
+
     async def healthz(self) -> Any:
         return await self._call("GET", "/healthz")
 

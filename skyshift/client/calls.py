@@ -295,3 +295,13 @@ class Calls:
         path = object_path(resolve_kind("jobs"), name, namespace or self.namespace) + "/exec"
         body = {"command": list(command), "rank": rank}
         return exec_result((yield from self._call_op("POST", path, body=body)))
+
+    # -- schedules ------------------------------------------------------------------------------
+
+    def _schedule_op(
+        self, name: str, namespace: str | None, action: str,
+        body: dict[str, Any] | None = None,
+    ) -> Op[dict[str, Any]]:
+        path = object_path(resolve_kind("schedules"), name, namespace or self.namespace)
+        data = yield from self._call_op("POST", f"{path}/{action}", body=body)
+        return dict(data or {})

@@ -167,6 +167,21 @@ class SkyShiftClient(Calls):
         """Run ``command`` in replica ``rank`` of a job; returns its exit code and output."""
         return self._run(self._exec_op(name, command, namespace, rank))
 
+    # -- schedules ------------------------------------------------------------------------------
+
+    def trigger_schedule(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """Run a schedule now (even while it is paused)."""
+        return self._run(self._schedule_op(name, namespace, "trigger"))
+
+    def backfill_schedule(
+        self, name: str, start: str, end: str, namespace: str | None = None,
+        overlap: str = "AllowAll",
+    ) -> dict[str, Any]:
+        """Run a schedule for every time it would have fired from ``start`` to ``end`` (RFC 3339,
+        both included)."""
+        body = {"start": start, "end": end, "overlapPolicy": overlap}
+        return self._run(self._schedule_op(name, namespace, "backfill", body))
+
     # -- server ---------------------------------------------------------------------------------
 
     def healthz(self) -> Any:
