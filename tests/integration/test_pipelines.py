@@ -194,3 +194,27 @@ async def test_a_job_deleted_by_hand_fails_its_step(lifecycle_stack: LifecycleSt
     await s.delete("jobs", "hand-slow", "default")
     failed = await phase(s, "hand", "Failed")
     assert failed["status"]["steps"]["slow"]["message"] == "its job was deleted"
+
+
+async def test_a_lost_pipeline_workflow_is_restarted_and_takes_its_jobs_back(
+    lifecycle_stack: LifecycleStack,
+) -> None:
+    """The workflow is terminated mid-run (as if its history were lost): the reconciler starts
+    it again, and the new run takes over the step job that exists instead of failing on it."""
+    s = lifecycle_stack
+    await ready(s, "pl-f")
+    await create(s, "lost", [step("one", "sleep 3"), step("two", "echo two", "one")])
+
+    async def one_running() -> bool:
+        job = await s.get("jobs", "lost-one")
+        return bool(job and job["status"].get("phase") == "Running")
+
+    await s.wait("step one running", one_running)
+    first = await s.get("jobs", "lost-one")
+    await s.client.get_workflow_handle("pipeline/default/lost").terminate("lost on purpose")
+    done = await phase(s, "lost", "Succeeded")
+    assert done["status"]["steps"]["one"]["attempts"] == 1
+    again = await s.get("jobs", "lost-one")
+    assert first is not None and again is not None
+    assert again["metadata"]["uid"] == first["metadata"]["uid"]  # the same job, not a new one
+    assert await s.get("jobs", "lost-one-2") is None
