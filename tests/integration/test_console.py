@@ -304,6 +304,41 @@ async def test_console_shows_what_a_user_needs_live(
     assert link == f"{TEMPORAL_UI}/namespaces/{TEMPORAL_NS}/workflows/service%2Fdefault%2Fweb"
     await in_thread(page.shoot, "services")
 
+    # Pipelines: the DAG in dependency order, each step's state, while the page is open.
+    steps = [{"name": "train", "dependsOn": ["fetch"], "retries": 2, "job": {"run": "x"}},
+             {"name": "fetch", "job": {"run": "y"}}]
+    await created(c.admin, "/default/pipelines",
+                  {"kind": "Pipeline", "metadata": {"name": "nightly-0412"},
+                   "spec": {"steps": steps}})
+    await set_status(c.store, "pipelines", "nightly-0412", "default", phase="Running",
+                     steps={"fetch": {"phase": "Succeeded", "attempts": 1},
+                            "train": {"phase": "Running", "attempts": 2,
+                                      "message": "attempt 2"}})
+    await in_thread(page.tab, "pipelines")
+    pl = '#pipelines-table tr[data-key="default/nightly-0412"]'
+    await in_thread(page.wait_text, f"{pl} .dag", "attempt 2/3")
+    dag = [await in_thread(lambda e=e: e.text) for e in await in_thread(page.all, f"{pl} .dag li")]
+    assert dag == ["Succeeded fetch", "Running train after fetch (attempt 2/3) — attempt 2"]
+    link = await in_thread(page.css(f"{pl} a.temporal-link").get_attribute, "href")
+    assert link.endswith("/workflows/pipeline%2Fdefault%2Fnightly-0412")
+    await in_thread(page.shoot, "pipelines")
+
+    # Schedules: when, the last and next runs.
+    await created(c.admin, "/default/schedules", {
+        "kind": "Schedule", "metadata": {"name": "nightly"},
+        "spec": {"cron": "0 2 * * *", "timezone": "Europe/Paris",
+                 "pipelineTemplate": {"spec": {"steps": steps}}}})
+    await set_status(c.store, "schedules", "nightly", "default", phase="Active", runs=12,
+                     lastRun="nightly-20261124-010000",
+                     nextRunTimes=["2026-11-26T01:00:00Z"])
+    await in_thread(page.tab, "schedules")
+    sc = '#schedules-table tr[data-key="default/nightly"]'
+    shown = await in_thread(page.wait_text, sc, "nightly-20261124-010000")
+    assert "0 2 * * * (Europe/Paris)" in shown and "2026-11-26 01:00:00 UTC" in shown
+    assert await in_thread(page.text_of, f"{sc} .runs") == "12"
+    assert "Active" in shown and "Pipeline" in shown
+    await in_thread(page.shoot, "schedules")
+
     # Audit: an admin has the tab; it lists the creations above.
     assert await in_thread(page.visible, "#tab-audit")
     await in_thread(page.tab, "audit")

@@ -4,8 +4,10 @@
 import { ApiError, Informer, get, login, onUnauthorized, path, session } from "./api.js";
 import { $, fillTable } from "./dom.js";
 import { auditRows, clusterRows, jobRows, serviceRows } from "./views.js";
+import { pipelineRows, scheduleRows } from "./views_flow.js";
 
-const TABS = ["clusters", "jobs", "services", "audit"];
+const TABS = ["clusters", "jobs", "pipelines", "schedules", "services", "audit"];
+const EMPTY = () => ({ clusters: [], jobs: [], pipelines: [], schedules: [], services: [] });
 const page = new URLSearchParams(location.search);
 // ?watch=off: list every few seconds instead of watching (behind a proxy that buffers streams).
 const useWatch = page.get("watch") !== "off";
@@ -14,7 +16,7 @@ const state = {
   config: { temporalUi: "", temporalNamespace: "default" },
   informers: [],
   modes: new Map(),
-  data: { clusters: [], jobs: [], services: [] },
+  data: EMPTY(),
   logsOf: null,
   expiry: 0,
 };
@@ -30,7 +32,7 @@ function showLoggedOut(message = "") {
   for (const informer of state.informers) informer.stop();
   state.informers = [];
   state.modes.clear();
-  state.data = { clusters: [], jobs: [], services: [] };
+  state.data = EMPTY();
   state.logsOf = null;
   session.clear();
   // Nothing of the last user stays on the page.
@@ -65,6 +67,8 @@ function render() {
   fillTable($("#clusters-table"), clusterRows(data.clusters, config));
   fillTable($("#jobs-table"), jobRows(data.jobs, config, showLogs));
   fillTable($("#services-table"), serviceRows(data.services, config));
+  fillTable($("#pipelines-table"), pipelineRows(data.pipelines, config));
+  fillTable($("#schedules-table"), scheduleRows(data.schedules, config));
 }
 
 let pending = 0;
@@ -162,6 +166,8 @@ async function showLoggedIn() {
   follow("clusters", "clusters");
   follow("jobs", "jobs", "default/jobs");
   follow("services", "services", "default/services");
+  follow("pipelines", "pipelines", "default/pipelines");
+  follow("schedules", "schedules", "default/schedules");
   showTab(location.hash.slice(1));
 }
 

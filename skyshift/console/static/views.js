@@ -4,7 +4,7 @@ import { age, h } from "./dom.js";
 
 const PHASES = new Set([
   "Init", "Provisioning", "Ready", "Error", "Deleting", "Pending", "Scheduled", "Submitted",
-  "Running", "Succeeded", "Failed", "Active", "Terminating",
+  "Running", "Succeeded", "Failed", "Active", "Terminating", "Skipped", "Cancelled", "Paused",
 ]);
 
 /** A phase as a badge; its CSS class comes from a fixed list, never from the data itself. */
