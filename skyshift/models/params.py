@@ -17,6 +17,9 @@ from skyshift.models.job import JobSpec
 _PARAM = re.compile(r"\{\{\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 MAX_VALUE = 4096
+#: a string of a step's job after substitution (a 4 KiB value referenced many times must not
+#: turn a small manifest into megabytes)
+MAX_RENDERED = 65_536
 
 
 def _param_name(v: str) -> str:
@@ -33,14 +36,17 @@ ParamName = Annotated[str, AfterValidator(_param_name)]
 def substitute(value: Any, params: dict[str, str], where: str) -> Any:
     """``value`` with every ``{{ params.X }}`` in its strings replaced (recursively)."""
     if isinstance(value, str):
-        def one(m: re.Match[str]) -> str:
+        size = len(value)
+        for m in _PARAM.finditer(value):  # check names and the final size before building it
             name = m.group(1)
             if name not in params:
                 known = ", ".join(sorted(params)) or "none declared"
                 raise ValueError(f"{where}: unknown parameter {name!r} (parameters: {known})")
-            return params[name]
-
-        return _PARAM.sub(one, value)
+            size += len(params[name]) - len(m.group(0))
+        if size > MAX_RENDERED:
+            raise ValueError(f"{where}: {size} characters once parameters are substituted "
+                             f"(at most {MAX_RENDERED})")
+        return _PARAM.sub(lambda m: params[m.group(1)], value)
     if isinstance(value, dict):
         return {k: substitute(v, params, f"{where}.{k}") for k, v in value.items()}
     if isinstance(value, list):

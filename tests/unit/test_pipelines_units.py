@@ -25,6 +25,14 @@ def test_substitute_every_string_and_refuse_unknown() -> None:
     assert substitute("{{ params.a }}", {"a": "{{ params.b }}", "b": "x"}, "s") == "{{ params.b }}"
 
 
+def test_substitution_cannot_blow_up() -> None:
+    """A 4 KiB value referenced 100 times would make 400 KiB out of a 2 KiB string: refused
+    before it is built."""
+    run = "{{ params.big }}" * 100
+    with pytest.raises(ValueError, match=r"job\.run: 409600 characters .*at most 65536"):
+        substitute({"run": run}, {"big": "x" * 4096}, "job")
+
+
 def test_cycles_and_names() -> None:
     assert find_cycle({"a": ["b"], "b": ["c"], "c": ["a"]}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": [], "b": ["a"], "c": ["a", "b"]}) == []
