@@ -91,6 +91,21 @@ async def check_role_replace(request: Request, current: dict[str, Any]) -> None:
         await auth.check_role_replace(who, current)
 
 
+async def check_spawns(request: Request, kind: str, obj: dict[str, Any]) -> None:
+    """403 unless the caller may create what a Pipeline (its step Jobs) or a Schedule (Jobs, or
+    Pipelines and their Jobs) will create in the namespace: their lifecycles create those with
+    the control plane's rights, so holding the kind must not grant more than its creator has."""
+    auth = get_auth(request)
+    who = getattr(request.state, "principal", None)
+    namespace = request.path_params.get("namespace")
+    if auth is None or not isinstance(who, Principal) or not isinstance(namespace, str):
+        return
+    await auth.require(who, "create", "jobs", namespace)
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    if kind == "Schedule" and isinstance(spec, dict) and spec.get("pipelineTemplate") is not None:
+        await auth.require(who, "create", "pipelines", namespace)
+
+
 def authorize(
     action: str | None, kind: KindInfo | None = None, *, audit_action: str | None = None
 ) -> Callable[..., Awaitable[Principal]]:

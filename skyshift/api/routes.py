@@ -25,6 +25,7 @@ from skyshift.api.deps import (
     check_access,
     check_role_grants,
     check_role_replace,
+    check_spawns,
     get_lifecycle,
     get_options,
     get_store,
@@ -98,6 +99,10 @@ def _written(obj: dict[str, Any], status: int, warnings: list[str]) -> JSONRespo
     for value in references.header_values(warnings):
         response.headers.append("Warning", value)
     return response
+
+
+#: kinds whose lifecycles create other objects (checked against the caller's rights)
+SPAWNING = ("Pipeline", "Schedule")
 
 
 def _manifest_name(data: Any) -> str | None:
@@ -175,9 +180,14 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
     def ns_of(namespace: str | None) -> str | None:
         return namespace if info.namespaced else None
 
-    async def guard(request: Request, obj: dict[str, Any]) -> None:
+    async def guard(request: Request, obj: dict[str, Any], creating: bool = False) -> None:
+        """``creating``: a new object (or apply); a Pipeline's steps never change afterwards,
+        so only a Schedule's later writes can make it create something else."""
         if kind == "Role":  # nobody writes a role granting more than they hold
             await check_role_grants(request, obj)
+        elif kind == "Schedule" or (kind in SPAWNING and creating):
+            await check_spawns(request, kind, obj)  # nor makes a lifecycle create what they
+            # may not create themselves
 
     async def guard_stored(request: Request, current: dict[str, Any]) -> str:
         """A stored Role is replaced or deleted only by someone holding all it grants; returns
@@ -199,7 +209,7 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
     async def create(request: Request, namespace: str | None) -> Response:
         data = await read_manifest(request, get_options(request).limits)
         note(request, name=_manifest_name(data))
-        await guard(request, data)
+        await guard(request, data, creating=True)
         warnings: list[str] = []
         obj = await handlers.create(
             get_store(request), get_lifecycle(request), info, data, ns_of(namespace), warnings
@@ -209,7 +219,7 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
     async def apply(request: Request, namespace: str | None, user: Principal) -> Response:
         data = await read_manifest(request, get_options(request).limits)
         note(request, name=_manifest_name(data))
-        await guard(request, data)
+        await guard(request, data, creating=True)
         if kind == "Role" and (name := _manifest_name(data)):
             with contextlib.suppress(NotFound):  # a new role: nothing to write over
                 await get_store(request).get(plural, name)
@@ -273,6 +283,9 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
         if kind == "Role":
             current = await handlers.get_object(get_store(request), info, name, ns_of(namespace))
             expected = await guard_stored(request, current)
+            await guard(request, await handlers.patched_copy(current, patch_kind, doc, limits))
+        elif kind == "Schedule":
+            current = await handlers.get_object(get_store(request), info, name, ns_of(namespace))
             await guard(request, await handlers.patched_copy(current, patch_kind, doc, limits))
         obj = await handlers.patch(
             get_store(request),

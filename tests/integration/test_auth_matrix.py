@@ -340,3 +340,38 @@ async def test_role_changes_apply_at_once(world: World) -> None:
 async def test_unknown_paths_need_a_token_too(world: World) -> None:
     assert (await world.http.get("/gizmos")).status_code == 401
     assert (await world.http.get("/gizmos", headers=world.h("nora"))).status_code == 404
+
+
+async def test_pipelines_and_schedules_need_the_rights_to_what_they_create(world: World) -> None:
+    """Their lifecycles create Jobs (and Pipelines) with the control plane's rights, so creating
+    one needs the caller to hold those rights too; cancelling a pipeline does not."""
+    http, admin = world.http, world.h("admin")
+    role = {"kind": "Role", "metadata": {"name": "flows"}, "spec": {
+        "rules": [{"resources": ["pipelines", "schedules"], "actions": ["*"]}],
+        "namespaces": ["*"], "users": ["nora", "cora"]}}
+    await _ok(await http.post("/roles", json=role, headers=admin))
+    r = await http.post("/default/pipelines", json=sample("pipelines", "p1"),
+                        headers=world.h("nora"))
+    assert r.status_code == 403
+    assert r.json()["error"]["message"] == (
+        "forbidden: user nora may not create jobs in namespace default")
+    r = await http.post("/default/schedules", json=sample("schedules", "s1"),
+                        headers=world.h("nora"))
+    assert r.status_code == 403 and "may not create jobs" in r.text
+    # cora may create jobs: her pipelines and job schedules are fine
+    assert (await http.post("/default/pipelines", json=sample("pipelines", "p2"),
+                            headers=world.h("cora"))).status_code == 201
+    assert (await http.post("/default/schedules", json=sample("schedules", "s2"),
+                            headers=world.h("cora"))).status_code == 201
+    # nora may cancel a pipeline someone else made (steps never change afterwards) ...
+    merge = {"Content-Type": "application/merge-patch+json"}
+    r = await http.patch("/default/pipelines/p2", json={"spec": {"cancel": True}},
+                         headers={**world.h("nora"), **merge})
+    assert r.status_code == 200, r.text
+    # ... but not point a schedule at other work
+    r = await http.patch("/default/schedules/s2",
+                         json={"spec": {"jobTemplate": {"spec": {"run": "other"}}}},
+                         headers={**world.h("nora"), **merge})
+    assert r.status_code == 403 and "may not create jobs" in r.text
+    assert (await http.get("/default/schedules/s2", headers=admin)).json()["spec"][
+        "jobTemplate"]["spec"]["run"] == "date"
