@@ -37,10 +37,10 @@ from temporalio.worker import Worker
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._util import write_result
+from skyshift.activities import starter
 from skyshift.config import Settings
 from skyshift.models.meta import now_iso
 from skyshift.store import ObjectStore
-from skyshift.activities import starter
 
 NS = "bench"
 
