@@ -30,6 +30,7 @@ from temporalio.common import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift.activities.convert import cluster_input, job_input, status_clusters
+from skyshift.activities.link_types import LinkInput, link_workflow_id
 from skyshift.activities.pipeline_convert import pipeline_input
 from skyshift.activities.pipeline_types import (
     ScheduleInput,
@@ -94,6 +95,11 @@ async def _signal_with_start(
         attrs = [SearchAttributePair(KIND, "Pipeline"),
                  SearchAttributePair(NAMESPACE, inp.namespace),
                  SearchAttributePair(PHASE, phase or "Pending")]
+    elif kind == "Link":
+        inp = inp or link_input(obj)
+        wf_id, wf_type = link_workflow_id(inp.name), "LinkWorkflow"
+        attrs = [SearchAttributePair(KIND, "Link"),
+                 SearchAttributePair(PHASE, phase or "Init")]
     elif kind == "Schedule":
         inp = inp or schedule_input(obj)
         wf_id, wf_type = schedule_workflow_id(inp.namespace, inp.name), "ScheduleWorkflow"
@@ -112,6 +118,12 @@ async def _signal_with_start(
     return wf_id
 
 
+def link_input(obj: Obj) -> LinkInput:
+    meta = _meta(obj)
+    return LinkInput(name=str(meta.get("name")), uid=str(meta.get("uid") or ""),
+                     deleting=bool(meta.get("deletionTimestamp")))
+
+
 def schedule_input(obj: Obj) -> ScheduleInput:
     meta = _meta(obj)
     return ScheduleInput(
@@ -123,7 +135,7 @@ def schedule_input(obj: Obj) -> ScheduleInput:
 #: kinds whose workflows take their input as the ``ensure`` signal (newer object, deletion)
 _ENSURED: dict[str, Callable[[Obj], Any]] = {
     "Job": job_input, "Service": service_input, "Pipeline": pipeline_input,
-    "Schedule": schedule_input,
+    "Schedule": schedule_input, "Link": link_input,
 }
 
 

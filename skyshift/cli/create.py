@@ -203,16 +203,23 @@ def create_filter_policy(state: CliState, /, name: str, namespace: str | None, d
 @click.argument("name", type=NAME)
 @click.option("--source", "-s", required=True, help="Source cluster.")
 @click.option("--target", "-t", required=True, help="Target cluster.")
+@click.option("--gateway", "-g", default=None, metavar="HOST:PORT",
+              help="Where the source cluster reaches the target (default: directly).")
 @common
 @pass_state
-def create_link(state: CliState, /, name: str, source: str, target: str, dry_run: bool) -> None:
-    """Link two clusters' networks (for services spanning clusters).
+def create_link(state: CliState, /, name: str, source: str, target: str, gateway: str | None,
+                dry_run: bool) -> None:
+    """Say how two clusters reach each other; its status says whether they can (Ready, or
+    Error and why: a cluster missing or not Ready, a gateway refusing the source cluster).
 
     \b
-    Example:
+    Examples:
       skyctl create link a-to-b --source cluster-a --target cluster-b
+      skyctl create link edge --source dc1 --target cloud1 --gateway gw.example.com:443
+      skyctl get links -o wide
     """
-    submit(state, manifests.link_manifest(name, source=source, target=target), dry_run)
+    manifest = manifests.link_manifest(name, source=source, target=target, gateway=gateway)
+    submit(state, manifest, dry_run)
 
 
 @create.aliased("endpoints", "endpoint", "edp", "edps")

@@ -205,10 +205,16 @@ def filter_policy_manifest(
     return validated({"kind": "FilterPolicy", "metadata": _meta(name, namespace), "spec": spec})
 
 
-def link_manifest(name: str, *, source: str, target: str) -> dict[str, Any]:
+def link_manifest(name: str, *, source: str, target: str,
+                  gateway: str | None = None) -> dict[str, Any]:
     if source == target:
         raise UsageProblem("source and target clusters of a link must differ")
-    spec = {"source_cluster": source, "target_cluster": target}
+    spec: dict[str, Any] = {"source_cluster": source, "target_cluster": target}
+    if gateway:
+        host, _, port = gateway.rpartition(":")
+        if not host or not port.isdigit():
+            raise UsageProblem(f"--gateway {gateway!r}: expected HOST:PORT")
+        spec["gateway"] = {"address": host, "port": int(port)}
     return validated({"kind": "Link", "metadata": _meta(name), "spec": spec})
 
 

@@ -229,13 +229,18 @@ LINK_HEADERS = ["NAME", "SOURCE", "TARGET", "STATUS", "AGE"]
 
 
 def link_rows(obj: Obj, wide: bool, now: datetime | None) -> list[list[str]]:
-    return [[
+    row = [
         _str(_meta(obj).get("name")),
         _str(_d(obj, "spec", "source_cluster")),
         _str(_d(obj, "spec", "target_cluster")),
         _str(_d(obj, "status", "phase"), "Init"),
         _age(obj, now),
-    ]]
+    ]
+    if wide:
+        gateway = _d(obj, "spec", "gateway") or {}
+        where = f"{gateway.get('address')}:{gateway.get('port')}" if gateway else "direct"
+        row += [where, " ".join(_str(_d(obj, "status", "message")).split())]
+    return [row]
 
 
 NAMESPACE_HEADERS = ["NAME", "STATUS", "AGE"]
@@ -291,7 +296,7 @@ VIEWS: dict[str, tuple[list[str], list[str], RowFn]] = {
     "Service": (SERVICE_HEADERS, SERVICE_WIDE, service_rows),
     "Endpoints": (ENDPOINTS_HEADERS, [], endpoints_rows),
     "FilterPolicy": (FILTER_HEADERS, [], filter_rows),
-    "Link": (LINK_HEADERS, [], link_rows),
+    "Link": (LINK_HEADERS, ["GATEWAY", "MESSAGE"], link_rows),
     "Namespace": (NAMESPACE_HEADERS, [], namespace_rows),
     "Role": (ROLE_HEADERS, [], role_rows),
     "User": (USER_HEADERS, [], user_rows),

@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from skyshift.activities.links import LinkActivities
 from skyshift.activities.pipelines import PipelineActivities
 from skyshift.activities.schedules import ScheduleActivities
 from skyshift.activities.scheduling import SchedulingActivities
@@ -45,6 +46,7 @@ from skyshift.workers.reconciler import Reconciler
 from skyshift.workers.rules_watch import RulesWatch, signal_scheduler
 from skyshift.workflows.cluster import ClusterWorkflow
 from skyshift.workflows.job import JobWorkflow
+from skyshift.workflows.link import LinkWorkflow
 from skyshift.workflows.ops import ReplicaOpWorkflow
 from skyshift.workflows.pipeline import PipelineWorkflow
 from skyshift.workflows.schedule import ScheduledRunWorkflow, ScheduleWorkflow
@@ -53,7 +55,7 @@ from skyshift.workflows.service import ServiceWorkflow
 
 log = logging.getLogger(__name__)
 WORKFLOWS = [JobWorkflow, ClusterWorkflow, SchedulerWorkflow, ReplicaOpWorkflow, ServiceWorkflow,
-             PipelineWorkflow, ScheduleWorkflow, ScheduledRunWorkflow]
+             PipelineWorkflow, ScheduleWorkflow, ScheduledRunWorkflow, LinkWorkflow]
 
 
 QUEUE_POLL = 5.0  # seconds between queue-depth queries when metrics are on
@@ -81,6 +83,7 @@ def control_worker(
     svc = ServiceStoreActivities(store)
     pl = PipelineActivities(store, client)
     sc = ScheduleActivities(store, client)
+    ln = LinkActivities(store)
     return Worker(
         client,
         task_queue=task_queue,
@@ -91,7 +94,7 @@ def control_worker(
             svc.read_service, svc.service_view, svc.write_service_status, svc.write_endpoints,
             pl.start_step, pl.read_step_jobs, pl.delete_owned, pl.write_pipeline_status,
             pl.read_pipeline, sc.sync_schedule, sc.drop_schedule, sc.start_run, sc.read_run,
-            sc.stop_run,
+            sc.stop_run, ln.view_link, ln.write_link_status,
         ],
         workflow_runner=SandboxedWorkflowRunner() if sandbox else UnsandboxedWorkflowRunner(),
         max_cached_workflows=4000,

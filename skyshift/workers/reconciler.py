@@ -25,6 +25,7 @@ from typing import Any
 from temporalio.client import Client
 
 from skyshift.activities import starter
+from skyshift.activities.link_types import link_workflow_id
 from skyshift.activities.pipeline_types import pipeline_workflow_id, schedule_workflow_id
 from skyshift.activities.service_types import service_workflow_id
 from skyshift.activities.types import cluster_workflow_id, job_workflow_id
@@ -34,7 +35,7 @@ from skyshift.store import ObjectStore
 log = logging.getLogger(__name__)
 TERMINAL = ("Succeeded", "Failed")
 QUERY = (
-    "SkyShiftKind IN ('Job', 'Cluster', 'Service', 'Pipeline', 'Schedule') "
+    "SkyShiftKind IN ('Job', 'Cluster', 'Service', 'Pipeline', 'Schedule', 'Link') "
     "AND ExecutionStatus = 'Running'"
 )
 PIPELINE_TERMINAL = ("Succeeded", "Failed", "Cancelled")
@@ -92,9 +93,10 @@ class Reconciler:
             if running.get(wf_id) != meta.get("uid"):
                 started += await self._ensure(obj)
         set_job_phases(phases)
-        # a service's and a schedule's workflow never end by themselves
+        # a service's, a schedule's and a link's workflow never end by themselves
         for plural, wf_of in (("services", service_workflow_id),
-                              ("schedules", schedule_workflow_id)):
+                              ("schedules", schedule_workflow_id),
+                              ("links", lambda _ns, name: link_workflow_id(name))):
             for obj in await self._objects(plural):
                 meta = obj.get("metadata") or {}
                 wf_id = wf_of(str(meta.get("namespace") or "default"), str(meta.get("name")))

@@ -31,6 +31,7 @@ from temporalio.worker import Worker
 
 from skyshift.activities.clusters import ClusterContext
 from skyshift.activities.convert import manager_config
+from skyshift.activities.links import ProbeActivities
 from skyshift.activities.services import ServiceActivities
 from skyshift.activities.sync import SkyletWithSync, SyncConfig
 from skyshift.activities.types import skylet_queue
@@ -59,6 +60,7 @@ from skyshift.workers.common import (
 )
 from skyshift.workers.metrics_http import start_from_env
 
+PROBES = ProbeActivities()  # stateless: one for every cluster's worker
 log = logging.getLogger(__name__)
 SELECTOR_ENV = "SKYSHIFT_SKYLET_SELECTOR"
 Obj = dict[str, Any]
@@ -202,7 +204,7 @@ class SkyletManager:
             task_queue=skylet_queue(name),
             activities=[acts.sync_cluster, acts.submit_replicas, acts.delete_replicas,
                         acts.teardown_cluster, acts.replica_op, svc.apply_service,
-                        svc.delete_service],
+                        svc.delete_service, PROBES.probe_tcp],
             max_concurrent_activities=256,
             max_concurrent_activity_task_polls=4,
             graceful_shutdown_timeout=timedelta(seconds=2),

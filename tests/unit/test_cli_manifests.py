@@ -117,6 +117,8 @@ def test_other_kinds() -> None:
     assert dry("fp", "p", "-i", "a")["kind"] == "FilterPolicy"
     link = dry("link", "l", "--source", "a", "-t", "b")
     assert link["spec"] == {"source_cluster": "a", "target_cluster": "b"}
+    link = dry("link", "l", "-s", "a", "-t", "b", "--gateway", "gw.example.com:443")
+    assert link["spec"]["gateway"] == {"address": "gw.example.com", "port": 443}
     edp = dry("edp", "e", "--num_endpoints", "3", "--exposed", "--primary_cluster", "c1",
               "--selector", "app", "web")
     assert edp["spec"]["endpoints"] == {"c1": {"num_endpoints": 3, "exposed_to_cluster": True}}
@@ -138,6 +140,8 @@ def test_other_kinds() -> None:
         (["cluster", "c", "--manager", "mesos"], "manager"),
         (["cluster", "c", "--ports", "http"], "port"),
         (["link", "l", "-s", "a", "-t", "a"], "differ"),
+        (["link", "l", "-s", "a", "-t", "b", "-g", "gw.example.com"], "HOST:PORT"),
+        (["link", "l", "-s", "a", "-t", "b", "-g", "gw:70000"], "port"),
         (["fp", "p", "-i", "a", "-e", "a"], "both included and excluded"),
         (["role", "r", "-a", "explode"], "action"),
     ],
