@@ -9,9 +9,11 @@ Each replica is ``/bin/sh -c <run>`` with ``envs`` plus ``SKYSHIFT_JOB``, ``SKYS
 ``SKYSHIFT_RANK`` and ``SKYSHIFT_REPLICA`` (and a few variables such as ``PATH`` and ``HOME``
 passed through from the worker; the rest of the worker's environment, which may hold credentials,
 is not). With ``run_as`` in the config the command runs as that user, not as the skylet's
-(:mod:`skyshift.compat.local_user`). There is no container engine here: ``image`` is ignored,
-``ports`` are not mapped (the process binds host ports itself) and resources are accounted, not
-enforced.
+(:mod:`skyshift.compat.local_user`). There is no container engine here: ``image`` is ignored and
+resources are accounted, not enforced. Replicas share the host's ports, so each declared port
+gets a free host port of its own, kept for the replica's life: ``SKYSHIFT_PORT_<port>`` (and
+``SKYSHIFT_PORT`` for the first one) say which to listen on; services balance over those
+(:mod:`skyshift.compat.local_lb`).
 
 State on disk, all under ``state_dir`` (so a new adapter instance, e.g. after a worker restart,
 re-discovers everything)::
@@ -269,7 +271,7 @@ class LocalManager:
             if not key or "=" in key or "\0" in key or "\0" in str(value):
                 raise Permanent(f"replica {spec.name}: invalid environment variable {key!r}")
 
-    def _env(self, spec: ReplicaSpec) -> dict[str, str]:
+    def _env(self, spec: ReplicaSpec, ports: dict[int, int] | None = None) -> dict[str, str]:
         env = {k: v for k in _PASSTHROUGH if (v := os.environ.get(k)) is not None}
         env.setdefault("PATH", os.defpath)
         env.update({str(k): str(v) for k, v in spec.envs.items()})
@@ -279,7 +281,35 @@ class LocalManager:
             SKYSHIFT_RANK=str(spec.rank),
             SKYSHIFT_REPLICA=spec.name,
         )
+        for i, declared in enumerate(spec.ports):
+            if (host := (ports or {}).get(declared)) is not None:
+                env[f"SKYSHIFT_PORT_{declared}"] = str(host)
+                if i == 0:
+                    env["SKYSHIFT_PORT"] = str(host)
         return env
+
+    def _host_ports(self, spec: ReplicaSpec, keep: dict[int, int]) -> dict[int, int]:
+        """A free host port per declared port (``keep``: what the replica had already)."""
+        taken = self._index.ports_in_use()
+        out: dict[int, int] = {}
+        for declared in spec.ports:
+            if declared in keep:
+                out[declared] = keep[declared]
+                continue
+            for _ in range(20):
+                port = proc.free_port()
+                if port not in taken and port not in out.values():
+                    break
+            out[declared] = port
+        return out
+
+    async def replica_addresses(self, job_uids: list[str], port: int) -> list[str]:
+        """``host:port`` of the running replicas of these jobs that serve ``port``."""
+        self._check_online()
+        with _io_errors(self.name):
+            reps = await _read(self._index.running_with, set(job_uids))
+        host = self.config.address
+        return sorted(f"{host}:{r.ports[port]}" for r in reps if port in r.ports)
 
     def _get(self, name: str) -> _Replica:
         rep = load_replica(self._replicas / name) if _NAME.match(name) else None
@@ -386,7 +416,9 @@ class LocalManager:
                         used[current.node] = used[current.node] - current.spec.resources
                 node = self._place_checked(spec, used)
                 self._retire_attempt(current)
-                _write_json(path / SPEC_FILE, {"spec": spec.to_dict(), "node": node})
+                ports = self._host_ports(spec, current.ports)
+                _write_json(path / SPEC_FILE, {"spec": spec.to_dict(), "node": node,
+                                               "ports": ports})
             except BaseException:
                 os.close(held)
                 raise
@@ -394,7 +426,9 @@ class LocalManager:
             node = self._place_checked(spec, used)
             stage = self._staging / f"{spec.name}.{uuid.uuid4().hex[:8]}"
             stage.mkdir()
-            _write_json(stage / SPEC_FILE, {"spec": spec.to_dict(), "node": node})
+            ports = self._host_ports(spec, {})
+            _write_json(stage / SPEC_FILE, {"spec": spec.to_dict(), "node": node,
+                                            "ports": ports})
             held = proc.hold_launch(stage)  # nobody else knows this directory yet
             assert held is not None
             try:
@@ -403,7 +437,7 @@ class LocalManager:
                 os.close(held)
                 raise
         used[node] = used[node] + spec.resources
-        return _Replica(spec, node, path), held
+        return _Replica(spec, node, path, ports), held
 
     def _recount(self, name: str, current: _Replica | None, status: ReplicaStatus | None,
                  used: dict[str, Resources]) -> None:
@@ -439,7 +473,7 @@ class LocalManager:
             (rep.path / f).unlink(missing_ok=True)
 
     def _launch(self, rep: _Replica) -> None:
-        argv, env = ["/bin/sh", "-c", rep.spec.run], self._env(rep.spec)
+        argv, env = ["/bin/sh", "-c", rep.spec.run], self._env(rep.spec, rep.ports)
         if self._user is not None:
             workdir = local_user.ensure_workdir(rep.path, self._user, self._work_root)
             argv, env = self._user.command(argv), self._user.env(env, workdir)

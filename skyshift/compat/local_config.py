@@ -33,6 +33,7 @@ class LocalConfig:
     grace_period: float = 5.0  # seconds between SIGTERM and SIGKILL on delete
     run_as: str | None = None  # the user replicas run as (None: the skylet's own user)
     work_root: Path | None = None  # where run_as working directories go (None: the default)
+    address: str = "127.0.0.1"  # where replicas and services listen (the host's address)
 
     @classmethod
     def parse(cls, name: str, config: dict[str, Any]) -> LocalConfig:
@@ -62,6 +63,9 @@ class LocalConfig:
             if work_root is not None and (not isinstance(work_root, str | Path)
                                           or not Path(work_root).is_absolute()):
                 raise ValueError("work_root must be an absolute directory path")
+            address = config.get("address") or "127.0.0.1"
+            if not isinstance(address, str) or any(c.isspace() or c in "/:@" for c in address):
+                raise ValueError("address must be a host name or an IPv4 address")
             capacity = Resources(
                 cpus=parse_cpus(config.get("cpus", 0)),
                 memory=parse_memory(config.get("memory", 0)),
@@ -71,7 +75,7 @@ class LocalConfig:
         except ValueError as exc:
             raise Permanent(f"local cluster {name}: {exc}") from exc
         return cls(Path(state_dir), capacity, nodes, dict(labels), float(grace), run_as,
-                   Path(work_root) if work_root is not None else None)
+                   Path(work_root) if work_root is not None else None, address)
 
     def node_names(self, cluster: str) -> list[str]:
         return [f"{cluster}-{i}" for i in range(self.nodes)]

@@ -38,8 +38,9 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from skyshift.compat import local_proc as proc
 from skyshift.compat.types import FAILED, PENDING, RUNNING, SUCCEEDED, ReplicaSpec, ReplicaStatus
@@ -63,12 +64,18 @@ class Replica:
     spec: ReplicaSpec
     node: str
     path: Path
+    ports: dict[int, int] = field(default_factory=dict)  # declared port -> host port
+
+
+def host_ports(data: dict[str, Any]) -> dict[int, int]:
+    return {int(k): int(v) for k, v in (data.get("ports") or {}).items()}
 
 
 def load_replica(path: Path) -> Replica | None:
     try:
         data = json.loads((path / SPEC_FILE).read_text())
-        return Replica(ReplicaSpec.from_dict(data["spec"]), str(data["node"]), path)
+        return Replica(ReplicaSpec.from_dict(data["spec"]), str(data["node"]), path,
+                       host_ports(data))
     except (FileNotFoundError, NotADirectoryError):
         return None
     except (ValueError, KeyError, TypeError):
@@ -253,6 +260,19 @@ class ReplicaIndex:
                 return [e.rep for n in names if (e := self._entries.get(n)) is not None]
             return [self._entries[n].rep for n in self._sorted()
                     if self._entries[n].rep.spec.job_uid == job_uid]
+
+    def running_with(self, job_uids: set[str]) -> list[Replica]:
+        """Running replicas of these jobs, liveness checked now."""
+        with self._mu:
+            self._refresh(0.0, scrub=False)
+            return [e.rep for n in self._sorted() if (e := self._entries[n]).status.state
+                    == RUNNING and e.rep.spec.job_uid in job_uids]
+
+    def ports_in_use(self) -> set[int]:
+        """Host ports given to replicas that have not finished (no refresh)."""
+        with self._mu:
+            return {port for e in self._entries.values() if not e.status.finished
+                    for port in e.rep.ports.values()}
 
     # ---- updates after our own changes ----------------------------------------------------
 

@@ -27,6 +27,7 @@ import functools
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -238,3 +239,10 @@ def stop(infos: list[ProcInfo], grace: float, poll: float = 0.05) -> None:
     for info in running:
         signal_group(info, signal.SIGKILL)
     _wait_gone(running, 5.0, poll)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now (the kernel's pick)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])

@@ -290,3 +290,34 @@ async def test_names_are_checked(local: LocalManager) -> None:
     thief.name = spec.name
     with pytest.raises(Permanent, match="taken by job"):
         await local.submit([thief])
+
+
+async def test_declared_ports_get_host_ports_of_their_own(local: LocalManager) -> None:
+    """Two replicas of a server on port 8080 cannot both bind it on one host: each gets a free
+    host port (SKYSHIFT_PORT_8080, SKYSHIFT_PORT), kept across restarts, and serves on it."""
+    import urllib.request
+
+    serve = ("mkdir -p site && echo $SKYSHIFT_REPLICA > site/index.html && "
+             "exec python3 -m http.server $SKYSHIFT_PORT_8080 --bind 127.0.0.1 -d site")
+    job = ("web", "1f2e3d4c-0000-4000-8000-000000000001")
+    specs = [make_spec(serve, job=job, rank=r) for r in (0, 1)]
+    for spec in specs:
+        spec.ports = [8080]
+    await local.submit(specs)
+    addresses = await local.replica_addresses([job[1]], 8080)
+    assert len(addresses) == 2 and len(set(addresses)) == 2
+    assert all(a.startswith("127.0.0.1:") and a != "127.0.0.1:8080" for a in addresses)
+    served = set()
+    for address in addresses:
+        for _ in range(100):
+            try:
+                with urllib.request.urlopen(f"http://{address}/", timeout=2) as resp:
+                    served.add(resp.read().decode().strip())
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+    assert served == {specs[0].name, specs[1].name}
+    assert await local.replica_addresses([job[1]], 9999) == []  # not a port they declared
+    specs[0].attempt = 1  # a restart keeps the replica's port
+    await local.submit([specs[0]])
+    assert sorted(await local.replica_addresses([job[1]], 8080)) == sorted(addresses)
