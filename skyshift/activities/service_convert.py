@@ -57,11 +57,17 @@ def service_input(obj: Obj, config: ServiceConfig | None = None) -> ServiceInput
     )
 
 
-def compat_spec(inp: ServiceInput, t: ServiceTemplate) -> ServiceSpec:
+def compat_spec(inp: ServiceInput, t: ServiceTemplate,
+                backends: dict[str, list[str]] | None = None) -> ServiceSpec:
     return ServiceSpec(
         name=inp.name, namespace=inp.namespace, uid=inp.uid, type=t.type,
         selector=dict(t.selector), ports=list(t.ports), cluster_ip=t.cluster_ip,
+        backends=dict(backends or {}),
     )
+
+
+def target_ports(t: ServiceTemplate) -> list[int]:
+    return sorted({p.target_port or p.port for p in t.ports})
 
 
 def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
@@ -70,13 +76,20 @@ def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
-def view_of(jobs: list[Obj], clusters: list[Obj], selector: dict[str, str]) -> ServiceView:
-    """Per cluster, the matching jobs' placed and running replicas (from their status)."""
+def view_of(jobs: list[Obj], clusters: list[Obj], selector: dict[str, str],
+            links: list[Obj] | None = None) -> ServiceView:
+    """Per cluster, the matching jobs' placed and running replicas (from their status), and
+    which clusters each one reaches through a Ready Link."""
     view = ServiceView(clusters={
         str((c.get("metadata") or {}).get("name")): str((c.get("status") or {}).get("phase")
                                                         or "Init")
         for c in clusters
     })
+    for link in links or []:
+        spec, status = link.get("spec") or {}, link.get("status") or {}
+        if status.get("phase") == "Ready" and not spec.get("gateway"):
+            source, target = str(spec.get("source_cluster")), str(spec.get("target_cluster"))
+            view.links.setdefault(source, []).append(target)
     for job in jobs:
         meta, status = job.get("metadata") or {}, job.get("status") or {}
         if meta.get("deletionTimestamp") or not selects(selector, meta.get("labels") or {}):
@@ -91,6 +104,9 @@ def view_of(jobs: list[Obj], clusters: list[Obj], selector: dict[str, str]) -> S
             running = int((counts or {}).get("Running") or 0)
             if running:
                 view.running[cluster] = view.running.get(cluster, 0) + running
+                view.job_uids.setdefault(cluster, []).append(str(meta.get("uid") or ""))
+    for targets in view.links.values():
+        targets.sort()
     return view
 
 

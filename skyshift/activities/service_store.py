@@ -100,7 +100,8 @@ class ServiceStoreActivities:
             jobs = (await self.store.list("jobs", inp.namespace,
                                           label_selector=dict(inp.selector))).items
         clusters = (await self.store.list("clusters")).items
-        return view_of(jobs, clusters, inp.selector)
+        links = (await self.store.list("links")).items
+        return view_of(jobs, clusters, inp.selector, links)
 
     @activity.defn(name="write_service_status")
     async def write_service_status(self, patch: ServiceStatusPatch) -> bool:

@@ -54,6 +54,9 @@ class ServiceState:
     endpoints: dict[str, int] = field(default_factory=dict)  # cluster -> running replicas
     deleting: bool = False
     touched: list[str] = field(default_factory=list)  # clusters it may exist on (teardown)
+    backends: dict[str, list[str]] = field(default_factory=dict)  # as last applied
+    needs_backends: bool = False  # the primary cluster said so when applied
+    addresses: dict[str, list[str]] = field(default_factory=dict)  # cluster -> "host:port"s
 
 
 @dataclass
@@ -107,6 +110,8 @@ class ServiceView:
     running: dict[str, int] = field(default_factory=dict)  # cluster -> replicas running there
     clusters: dict[str, str] = field(default_factory=dict)  # cluster -> phase
     jobs: int = 0  # matching jobs
+    job_uids: dict[str, list[str]] = field(default_factory=dict)  # cluster -> running jobs' uids
+    links: dict[str, list[str]] = field(default_factory=dict)  # source -> Ready link targets
 
 
 @dataclass
@@ -155,10 +160,11 @@ class ApplyServiceResult:
     cluster_ip: str = ""
     external_ip: str = ""
     message: str = ""
+    needs_backends: bool = False  # the cluster balances over the addresses it is given
 
     @classmethod
     def of(cls, status: ServiceStatus) -> ApplyServiceResult:
-        return cls(status.cluster_ip, status.external_ip, status.message)
+        return cls(status.cluster_ip, status.external_ip, status.message, status.needs_backends)
 
 
 @dataclass
@@ -166,3 +172,17 @@ class DeleteServiceInput:
     cluster: str
     namespace: str
     name: str
+
+
+@dataclass
+class AddressesInput:
+    """Where the running replicas of ``job_uids`` serve each of ``ports`` on one cluster."""
+
+    cluster: str
+    job_uids: list[str] = field(default_factory=list)
+    ports: list[int] = field(default_factory=list)
+
+
+@dataclass
+class AddressesResult:
+    addresses: dict[str, list[str]] = field(default_factory=dict)  # port (text) -> host:port

@@ -18,6 +18,8 @@ from temporalio import activity
 
 from skyshift.activities.clusters import ClusterContext, compat_errors, heartbeating
 from skyshift.activities.service_types import (
+    AddressesInput,
+    AddressesResult,
     ApplyServiceInput,
     ApplyServiceResult,
     DeleteServiceInput,
@@ -36,6 +38,18 @@ class ServiceActivities:
         with compat_errors():
             status = await heartbeating(services.apply_service(self.ctx.manager, inp.spec))
         return ApplyServiceResult.of(status)
+
+    @activity.defn(name="replica_addresses")
+    async def replica_addresses(self, inp: AddressesInput) -> AddressesResult:
+        """Where the running replicas of these jobs serve each port on this cluster (nothing
+        for a manager that cannot say)."""
+        with compat_errors():
+            out = AddressesResult()
+            for port in inp.ports:
+                found = await services.replica_addresses(self.ctx.manager, inp.job_uids, port)
+                if found:
+                    out.addresses[str(port)] = found
+            return out
 
     @activity.defn(name="delete_service")
     async def delete_service(self, inp: DeleteServiceInput) -> None:

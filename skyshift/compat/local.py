@@ -74,6 +74,7 @@ from skyshift.compat.local_index import (
 )
 from skyshift.compat.local_index import NAME as _NAME
 from skyshift.compat.local_index import Replica as _Replica
+from skyshift.compat.local_lb import LocalBalancer
 from skyshift.compat.types import (
     PENDING,
     RUNNING,
@@ -82,6 +83,8 @@ from skyshift.compat.types import (
     NodeState,
     ReplicaSpec,
     ReplicaStatus,
+    ServiceSpec,
+    ServiceStatus,
 )
 from skyshift.models.quantity import Resources
 
@@ -302,6 +305,19 @@ class LocalManager:
                     break
             out[declared] = port
         return out
+
+    async def apply_service(self, spec: ServiceSpec) -> ServiceStatus:
+        """A service: HAProxy on its own address in front of ``spec.backends``
+        (:mod:`skyshift.compat.local_lb`)."""
+        self._check_online()
+        return await asyncio.to_thread(self._balancer().apply, spec)
+
+    async def delete_service(self, namespace: str, name: str) -> None:
+        self._check_online()
+        await asyncio.to_thread(self._balancer().delete, namespace, name)
+
+    def _balancer(self) -> LocalBalancer:
+        return LocalBalancer(self.name, self.config.state_dir, self.config.address)
 
     async def replica_addresses(self, job_uids: list[str], port: int) -> list[str]:
         """``host:port`` of the running replicas of these jobs that serve ``port``."""

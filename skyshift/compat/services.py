@@ -23,10 +23,7 @@ from skyshift.compat.types import ServiceSpec, ServiceStatus
 ADVICE = "put the service on a Kubernetes cluster (spec.primaryCluster)"
 _WHY = {
     "slurm": "Slurm clusters have no services",
-    "local": (
-        "local clusters have no services: replicas are host processes reachable on their own "
-        "ports at the host's address"
-    ),
+    "local": "this local cluster has no services",
 }
 
 
@@ -63,3 +60,13 @@ async def apply_service(manager: Any, spec: ServiceSpec) -> ServiceStatus:
 async def delete_service(manager: Any, namespace: str, name: str) -> None:
     """``manager.delete_service(...)``, or Unsupported when the manager has no services."""
     await _ops(manager).delete_service(namespace, name)
+
+
+async def replica_addresses(manager: Any, job_uids: list[str], port: int) -> list[str]:
+    """``host:port`` where the running replicas of these jobs serve ``port`` ([] for a manager
+    that cannot say: its services select their replicas themselves, as Kubernetes does)."""
+    fn = getattr(manager, "replica_addresses", None)
+    if fn is None:
+        return []
+    found: list[str] = await fn(job_uids, port)
+    return found

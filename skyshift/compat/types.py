@@ -145,6 +145,10 @@ class ServiceSpec:
     selector: dict[str, str] = field(default_factory=dict)
     ports: list[ServicePort] = field(default_factory=list)
     cluster_ip: str = ""  # requested address ("" lets the cluster pick)
+    # target port (as text) -> "host:port" of the replicas behind it, on this cluster and on
+    # the clusters linked to it; used by managers whose services do not select replicas
+    # themselves (local: HAProxy)
+    backends: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -157,3 +161,4 @@ class ServiceStatus:
     external_ip: str = ""  # LoadBalancer ingress (IP or hostname), "" while pending or none
     ports: list[ServicePort] = field(default_factory=list)
     message: str = ""
+    needs_backends: bool = False  # it balances over ServiceSpec.backends (not a selector)

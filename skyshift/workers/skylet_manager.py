@@ -204,7 +204,7 @@ class SkyletManager:
             task_queue=skylet_queue(name),
             activities=[acts.sync_cluster, acts.submit_replicas, acts.delete_replicas,
                         acts.teardown_cluster, acts.replica_op, svc.apply_service,
-                        svc.delete_service, PROBES.probe_tcp],
+                        svc.delete_service, svc.replica_addresses, PROBES.probe_tcp],
             max_concurrent_activities=256,
             max_concurrent_activity_task_polls=4,
             graceful_shutdown_timeout=timedelta(seconds=2),

@@ -25,15 +25,19 @@ DESIGN.md: "creates the service on its primary cluster and keeps cross-cluster e
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from skyshift.activities.service_convert import choose_primary, compat_spec
+    from skyshift.activities.service_convert import choose_primary, compat_spec, target_ports
     from skyshift.activities.service_types import (
         SIG_REFRESH,
+        AddressesInput,
+        AddressesResult,
         ApplyServiceInput,
         ApplyServiceResult,
         DeleteServiceInput,
@@ -74,6 +78,10 @@ with workflow.unsafe.imports_passed_through():
         upsert,
         wait,
     )
+
+
+BACKENDS_PATCH = "balance-over-linked-replicas"
+ADDRESS_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=300), maximum_attempts=2)
 
 
 def _selector_text(selector: dict[str, str]) -> str:
@@ -167,8 +175,10 @@ class ServiceWorkflow:
         elif target not in view.clusters:
             s.phase = "Pending" if s.phase != "Ready" else s.phase
             s.message = f"cluster {target} does not exist; waiting for it"
-        elif self._needs_apply(target):
-            await self._apply(target)
+        else:
+            wanted = await self._backends(view, target)
+            if self._needs_apply(target) or (wanted is not None and wanted != s.backends):
+                await self._apply(target, wanted)
         await self._write_endpoints(view)
         await self._write_status()
 
@@ -183,9 +193,49 @@ class ServiceWorkflow:
 
     # ---- activities -------------------------------------------------------------------------
 
-    async def _apply(self, target: str) -> None:
+    async def _backends(self, view: ServiceView, target: str) -> dict[str, list[str]] | None:
+        """Where the replicas behind the service serve, on ``target`` and on the clusters it
+        reaches through a Ready Link: for a primary that balances over addresses itself
+        (local: HAProxy). None when the primary does not need them (Kubernetes selects its
+        pods), or before the patch that brought this in."""
         s = self.s
-        spec = compat_spec(self.inp, self.t)
+        if s.cluster == target and not s.needs_backends:
+            return None
+        if not workflow.patched(BACKENDS_PATCH):
+            return None
+        clusters = [c for c in (target, *view.links.get(target, [])) if view.job_uids.get(c)]
+        ports = target_ports(self.t)
+        found = await asyncio.gather(*(self._addresses(c, view.job_uids[c], ports)
+                                       for c in clusters))
+        s.addresses = {c: sorted({a for v in got.values() for a in v})
+                       for c, got in zip(clusters, found, strict=True) if got}
+        merged: dict[str, set[str]] = {}
+        for got in found:
+            for port, addresses in got.items():
+                merged.setdefault(port, set()).update(addresses)
+        return {port: sorted(v) for port, v in sorted(merged.items())}
+
+    async def _addresses(self, cluster: str, uids: list[str],
+                         ports: list[int]) -> dict[str, list[str]]:
+        """One cluster's addresses; what it said last time when it does not answer now (the
+        balancer's health checks drop the dead ones)."""
+        try:
+            got: AddressesResult = await workflow.execute_activity(
+                "replica_addresses", AddressesInput(cluster, sorted(uids), ports),
+                result_type=AddressesResult, task_queue=skylet_queue(cluster),
+                schedule_to_start_timeout=timedelta(seconds=10),
+                start_to_close_timeout=timedelta(seconds=30), retry_policy=ADDRESS_RETRY,
+            )
+            return got.addresses
+        except ActivityError as err:
+            workflow.logger.info("addresses on %s unknown: %s", cluster, err.cause or err)
+            before = self.s.backends
+            known = set(self.s.addresses.get(cluster, []))
+            return {p: [a for a in v if a in known] for p, v in before.items()}
+
+    async def _apply(self, target: str, backends: dict[str, list[str]] | None = None) -> None:
+        s = self.s
+        spec = compat_spec(self.inp, self.t, backends)
         if target not in s.touched:
             s.touched.append(target)  # an apply that times out may still have created it
         try:
@@ -210,6 +260,7 @@ class ServiceWorkflow:
         old = s.cluster
         s.cluster, s.applied_generation, s.failed = target, s.generation, ""
         s.cluster_ip, s.external_ip = res.cluster_ip, res.external_ip
+        s.backends, s.needs_backends = dict(backends or {}), res.needs_backends
         s.phase = "Ready"
         s.message = res.message or f"service on cluster {target}"
         if old and old != target and await self._delete_on(old) and old in s.touched:

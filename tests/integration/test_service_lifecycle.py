@@ -1,7 +1,8 @@
 """Service lifecycles on the real stack (etcd, Temporal dev server, control worker and skylet
-manager in process) with clusters that have no services: a Slurm cluster (real slurmctld/slurmd)
-and a local one. The service ends Failed with the adapter's Unsupported message, is not retried,
-keeps its Endpoints, and deletion removes both objects."""
+manager in process): on a Slurm cluster (real slurmctld/slurmd), which has no services, the
+service ends Failed with the adapter's Unsupported message, is not retried, keeps its Endpoints;
+on a local cluster it is Ready behind HAProxy (traffic: tests/integration/test_mesh_local.py).
+Deletion removes both objects."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from skyshift.activities.service_types import service_workflow_id
 from skyshift.devstack.sim_slurm import SimSlurmCluster
 from skyshift.models.meta import now_iso
 from skyshift.workers.control import WORKFLOWS
+from tests.fixtures.require import require_binary
 from tests.fixtures.temporal import LifecycleStack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]
@@ -102,7 +104,7 @@ async def test_service_on_slurm_fails_with_unsupported(
     await s.delete("clusters", "svc-slurm")
 
 
-async def test_service_in_front_of_local_replicas_is_unsupported(
+async def test_service_in_front_of_local_replicas(
     lifecycle_stack: LifecycleStack,
 ) -> None:
     s = lifecycle_stack
@@ -115,10 +117,13 @@ async def test_service_in_front_of_local_replicas_is_unsupported(
     await s.submit("api", "sleep 600", labels={"app": "api"}, replicas=2,
                    restartPolicy="Never")
     await s.job_phase("api", "Running")
-    # the primary cluster is where the replicas are: local, which has no services
-    failed = await service_phase(s, "early", "Failed", timeout=60)
-    assert "local clusters have no services" in failed["status"]["message"]
-    assert "Kubernetes" in failed["status"]["message"]
+    # the primary cluster is where the replicas are: local, where HAProxy fronts them (these
+    # replicas declare no port 8080, so there is nothing behind it yet)
+    require_binary("haproxy", "apt-get install haproxy")
+    ready = await service_phase(s, "early", "Ready", timeout=60)
+    assert ready["status"]["cluster"] == "svc-local"
+    assert ready["status"]["clusterIP"].startswith("127.77.")
+    assert "HAProxy on" in ready["status"]["message"]
 
     async def counted() -> dict[str, Any] | None:
         ep = await s.get("endpoints", "early", "default")

@@ -42,8 +42,8 @@ def svc(**spec: Any) -> dict[str, Any]:
 
 
 def job(labels: dict[str, str], placement: dict[str, int], running: dict[str, int],
-        phase: str = "Running", deleting: bool = False) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": "j", "labels": labels}
+        phase: str = "Running", deleting: bool = False, uid: str = "") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "j", "labels": labels, "uid": uid}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     return {"metadata": meta, "status": {
@@ -65,17 +65,25 @@ def test_selector_matching_and_view() -> None:
     assert not selects({"app": "web"}, {"app": "db"})
     assert not selects({}, {"app": "web"})  # empty selector selects nothing
     jobs = [
-        job({"app": "web"}, {"a": 2, "b": 1}, {"a": 2}),
-        job({"app": "web"}, {"b": 3}, {"b": 1}),
+        job({"app": "web"}, {"a": 2, "b": 1}, {"a": 2}, uid="u-1"),
+        job({"app": "web"}, {"b": 3}, {"b": 1}, uid="u-2"),
         job({"app": "web"}, {"c": 5}, {"c": 5}, phase="Succeeded"),  # finished: not counted
         job({"app": "web"}, {"c": 5}, {"c": 5}, deleting=True),
         job({"app": "db"}, {"c": 9}, {"c": 9}),
     ]
     clusters = [{"metadata": {"name": "a"}, "status": {"phase": "Ready"}},
                 {"metadata": {"name": "b"}}]
-    view = view_of(jobs, clusters, {"app": "web"})
+    links = [
+        {"spec": {"source_cluster": "a", "target_cluster": "b"}, "status": {"phase": "Ready"}},
+        {"spec": {"source_cluster": "a", "target_cluster": "c"}, "status": {"phase": "Error"}},
+        {"spec": {"source_cluster": "b", "target_cluster": "a",
+                  "gateway": {"address": "gw", "port": 1}}, "status": {"phase": "Ready"}},
+    ]
+    view = view_of(jobs, clusters, {"app": "web"}, links)
     assert view == ServiceView(placed={"a": 2, "b": 4}, running={"a": 2, "b": 1},
-                               clusters={"a": "Ready", "b": "Init"}, jobs=2)
+                               clusters={"a": "Ready", "b": "Init"}, jobs=2,
+                               job_uids={"a": ["u-1"], "b": ["u-2"]},
+                               links={"a": ["b"]})  # Ready and direct links only
 
 
 def test_primary_cluster_rule() -> None:
@@ -148,9 +156,9 @@ class NoServices:
 
 async def test_managers_without_services_are_unsupported() -> None:
     spec = ServiceSpec("web", "ml", ports=[ServicePort(80)])
-    with pytest.raises(Unsupported, match=r"local clusters have no services.*Kubernetes"):
+    with pytest.raises(Unsupported, match=r"local cluster has no services.*Kubernetes"):
         await services.apply_service(NoServices(), spec)
-    with pytest.raises(Unsupported, match="local clusters have no services"):
+    with pytest.raises(Unsupported, match="local cluster has no services"):
         await services.delete_service(NoServices(), "ml", "web")
     from skyshift.compat.slurm import SlurmManager
 

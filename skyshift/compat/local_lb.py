@@ -1,0 +1,272 @@
+"""Services on a local cluster: one HAProxy (Debian's ``haproxy``) per cluster, driven through
+its runtime API.
+
+Each service gets an address of its own, like a ClusterIP: on a loopback cluster (the default,
+``address: 127.0.0.1``) a free address of 127.77.0.0/16 picked from the service's name, so every
+service can use port 80; on a cluster with another ``address``, that address (ports then must
+not collide). For each service port there is a frontend on ``<address>:<port>`` and a backend
+of ``MAX_BACKENDS`` server slots (``server-template``). Which replicas are behind it is set
+through the runtime API (``set server ... addr ... port ...`` / ``state ready|maint``) without a
+reload; the configuration is rewritten and HAProxy reloaded (``-sf``: no connection dropped)
+only when services or their ports change, then every backend is set again. Servers are health
+checked (TCP, every 500 ms), so traffic goes only to replicas that accept connections.
+
+State lives under ``<state_dir>/lb/``: ``services.json`` (what each service wants: ports and
+backends), ``haproxy.cfg``, ``haproxy.pid`` and ``admin.sock``. HAProxy runs as a daemon that
+outlives the skylet, like the replicas; deleting the last service stops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from skyshift.compat.errors import Permanent, Transient, Unsupported
+from skyshift.compat.types import ServicePort, ServiceSpec, ServiceStatus
+
+MAX_BACKENDS = 64
+HAPROXY = "haproxy"
+_LOOPBACK_NET = "127.77"
+
+
+def haproxy_binary() -> str:
+    found = shutil.which(HAPROXY) or next(
+        (p for p in ("/usr/sbin/haproxy", "/usr/local/sbin/haproxy") if os.path.exists(p)), None)
+    if found is None:
+        raise Unsupported("services on local clusters need HAProxy: apt-get install haproxy")
+    return found
+
+
+def _key(namespace: str, name: str) -> str:
+    return f"{namespace}.{name}"
+
+
+class LocalBalancer:
+    def __init__(self, cluster: str, state_dir: Path, address: str) -> None:
+        self.cluster = cluster
+        self.dir = state_dir / "lb"
+        self.address = address
+        self.cfg = self.dir / "haproxy.cfg"
+        self.pidfile = self.dir / "haproxy.pid"
+        self.sock = self.dir / "admin.sock"
+        self.state = self.dir / "services.json"
+
+    # ---- the two operations (blocking: call them in a thread) ------------------------------
+
+    def apply(self, spec: ServiceSpec) -> ServiceStatus:
+        binary = haproxy_binary()
+        if not spec.ports:
+            raise Permanent(f"service {spec.name} has no ports")
+        if len(spec.ports) > 16:
+            raise Permanent(f"service {spec.name}: at most 16 ports on a local cluster")
+        with self._locked():
+            services = self._load()
+            key = _key(spec.namespace, spec.name)
+            old = services.get(key)
+            ip = (old or {}).get("ip") or self._pick_ip(key, services)
+            ports = [{"port": p.port, "target": p.target_port or p.port} for p in spec.ports]
+            backends = {str(t): sorted(set(v))[:MAX_BACKENDS]
+                        for t, v in (spec.backends or {}).items()}
+            entry = {"ip": ip, "ports": ports, "backends": backends}
+            services[key] = entry
+            reload = old is None or old.get("ports") != ports or old.get("ip") != ip
+            try:
+                if reload or not self._running():
+                    self._write_config(services)
+                    self._start_or_reload(binary)
+                    for k in services:
+                        self._set_servers(k, services[k])
+                else:
+                    self._set_servers(key, entry)
+            except Permanent:
+                if old is None:
+                    services.pop(key)
+                else:
+                    services[key] = old
+                self._write_config(services)
+                raise
+            self._save(services)
+        total = sum(len(v) for v in backends.values())
+        where = ", ".join(f"{ip}:{p['port']}" for p in ports)
+        return ServiceStatus(
+            name=spec.name, namespace=spec.namespace, cluster_ip=ip,
+            ports=[ServicePort(p.port, p.target_port or p.port, 0, p.protocol)
+                   for p in spec.ports],
+            message=f"HAProxy on {where} in front of {total} replica addresses",
+            needs_backends=True,
+        )
+
+    def delete(self, namespace: str, name: str) -> None:
+        if not self.dir.exists():
+            return
+        with self._locked():
+            services = self._load()
+            if services.pop(_key(namespace, name), None) is None:
+                return
+            self._save(services)
+            if not services:
+                self.stop()
+                return
+            self._write_config(services)
+            self._start_or_reload(haproxy_binary())
+            for k in services:
+                self._set_servers(k, services[k])
+
+    def stop(self) -> None:
+        pid = self._pid()
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        self.pidfile.unlink(missing_ok=True)
+
+    # ---- state ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with (self.dir / "lock").open("a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            yield
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            data: dict[str, Any] = json.loads(self.state.read_text())
+            return data
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    def _save(self, services: dict[str, Any]) -> None:
+        tmp = self.state.with_suffix(".tmp")
+        tmp.write_text(json.dumps(services, sort_keys=True))
+        os.replace(tmp, self.state)
+
+    def _pick_ip(self, key: str, services: dict[str, Any]) -> str:
+        if not self.address.startswith("127."):
+            return self.address
+        taken = {s.get("ip") for s in services.values()}
+        n = int.from_bytes(hashlib.sha256(f"{self.cluster}/{key}".encode()).digest()[:2], "big")
+        for i in range(65536):
+            value = (n + i) % 65534 + 1
+            ip = f"{_LOOPBACK_NET}.{value >> 8}.{value & 255}"
+            if ip not in taken and not ip.endswith(".0") and not ip.endswith(".255"):
+                return ip
+        raise Permanent(f"cluster {self.cluster}: no free service address left")
+
+    # ---- HAProxy ----------------------------------------------------------------------------
+
+    def _names(self, key: str, target: int) -> str:
+        return f"b_{key}_{target}"
+
+    def _write_config(self, services: dict[str, Any]) -> None:
+        lines = [
+            "global",
+            f"    stats socket {self.sock} mode 600 level admin",
+            "    maxconn 4096",
+            "defaults",
+            "    mode tcp",
+            "    timeout connect 2s",
+            "    timeout client 60s",
+            "    timeout server 60s",
+            "    retries 3",
+            "    option redispatch",
+        ]
+        for key in sorted(services):
+            entry = services[key]
+            targets: set[int] = set()
+            for p in entry["ports"]:
+                lines += [f"frontend f_{key}_{p['port']}", f"    bind {entry['ip']}:{p['port']}",
+                          f"    default_backend {self._names(key, p['target'])}"]
+                targets.add(int(p["target"]))
+            for target in sorted(targets):
+                lines += [f"backend {self._names(key, target)}", "    balance roundrobin",
+                          "    default-server check inter 500ms fall 1 rise 1",
+                          f"    server-template s 1-{MAX_BACKENDS} 127.0.0.1:1 disabled"]
+        self.cfg.write_text("\n".join(lines) + "\n")
+
+    def _pid(self) -> int | None:
+        try:
+            return int(self.pidfile.read_text().split()[0])
+        except (FileNotFoundError, ValueError, IndexError):
+            return None
+
+    def _running(self) -> bool:
+        pid = self._pid()
+        if pid is None:
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return self.sock.exists()
+
+    def _start_or_reload(self, binary: str) -> None:
+        check = subprocess.run([binary, "-c", "-q", "-f", str(self.cfg)], capture_output=True,
+                               text=True, timeout=30)
+        if check.returncode != 0:
+            raise Permanent(f"HAProxy refused the configuration: {_last(check.stderr)}")
+        argv = [binary, "-D", "-f", str(self.cfg), "-p", str(self.pidfile)]
+        if self._running() and (pid := self._pid()) is not None:
+            argv += ["-sf", str(pid)]
+        self.sock.unlink(missing_ok=True)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                              start_new_session=True)
+        if done.returncode != 0:
+            why = _last(done.stderr)
+            if "cannot bind" in why.lower() or "address already in use" in why.lower():
+                raise Permanent(f"cluster {self.cluster}: the service address is taken: {why}")
+            raise Transient(f"cluster {self.cluster}: HAProxy did not start: {why}")
+        for _ in range(100):
+            if self.sock.exists():
+                return
+            time.sleep(0.05)
+        raise Transient(f"cluster {self.cluster}: HAProxy's runtime socket did not appear")
+
+    def _set_servers(self, key: str, entry: dict[str, Any]) -> None:
+        commands: list[str] = []
+        for target in sorted({int(p["target"]) for p in entry["ports"]}):
+            backend = self._names(key, target)
+            addresses = list(entry.get("backends", {}).get(str(target), []))
+            for slot in range(1, MAX_BACKENDS + 1):
+                server = f"{backend}/s{slot}"
+                if slot <= len(addresses):
+                    host, _, port = addresses[slot - 1].rpartition(":")
+                    commands += [f"set server {server} addr {host} port {port}",
+                                 f"set server {server} state ready"]
+                else:
+                    commands.append(f"set server {server} state maint")
+        for i in range(0, len(commands), 32):  # a line of commands per connection
+            self._runtime(";".join(commands[i:i + 32]))
+
+    def _runtime(self, line: str) -> str:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(5)
+                s.connect(str(self.sock))
+                s.sendall(line.encode() + b"\n")
+                out = b""
+                while chunk := s.recv(65536):
+                    out += chunk
+        except OSError as err:
+            raise Transient(f"cluster {self.cluster}: HAProxy runtime API: {err}") from err
+        text = out.decode(errors="replace")
+        bad = [ln for ln in text.splitlines() if "No such" in ln or "Unknown" in ln]
+        if bad:
+            raise Transient(f"cluster {self.cluster}: HAProxy runtime API said: {bad[0]}")
+        return text
+
+
+def _last(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    alerts = [ln for ln in lines if "ALERT" in ln] or lines
+    return alerts[-1][:500] if alerts else "no message"

@@ -1,0 +1,134 @@
+"""A service spanning local clusters, with real traffic: HAProxy on the primary cluster balances
+over the replicas there and on the clusters it reaches through a Ready Link; when a replica
+moves to another linked cluster (its cluster lost, then its process dead), traffic follows it
+and no request fails."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import urllib.request
+from typing import Any
+
+import pytest
+
+from skyshift.activities import spawn
+from skyshift.activities.service_types import SIG_REFRESH, Refresh, service_workflow_id
+from skyshift.compat import local_proc
+from tests.fixtures.require import require_binary
+from tests.fixtures.temporal import LifecycleStack
+from tests.integration.test_service_lifecycle import add_service, delete_and_wait_gone
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.integration]
+
+# answers "<replica> <working directory>": the directory is under the cluster's state_dir
+SERVE = ('mkdir -p site && echo "$SKYSHIFT_REPLICA $(pwd)" > site/index.html && '
+         "exec python3 -m http.server $SKYSHIFT_PORT_8080 --bind 127.0.0.1 -d site")
+
+
+def get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return str(resp.read().decode().strip())
+
+
+async def served(url: str, n: int = 30) -> set[str]:
+    return set(await asyncio.gather(*(asyncio.to_thread(get, url) for _ in range(n))))
+
+
+async def web(s: LifecycleStack, name: str, zone: str) -> None:
+    await s.submit(name, SERVE, labels={"app": "web"}, cpus=1, ports=[8080],
+                   placement={"filters": [{"matchLabels": {"zone": zone}}]})
+
+
+async def linked(s: LifecycleStack, source: str, target: str) -> None:
+    await spawn.create_and_start(s.store, s.client, {
+        "kind": "Link", "metadata": {"name": f"{source}-{target}"},
+        "spec": {"source_cluster": source, "target_cluster": target}})
+
+    async def ready() -> bool:
+        obj = await s.get("links", f"{source}-{target}")
+        return ((obj or {}).get("status") or {}).get("phase") == "Ready"
+
+    await s.wait(f"link {source}->{target} Ready", ready)
+
+
+async def test_service_balances_over_linked_clusters_and_follows_a_move(
+    lifecycle_stack: LifecycleStack,
+) -> None:
+    require_binary("haproxy", "apt-get install haproxy")
+    s = lifecycle_stack
+    s.start_in_process()
+    for name, zone in (("mesh-a", "home"), ("mesh-b", "remote"), ("mesh-c", "remote")):
+        await s.add_cluster(name, cpus=1, labels={"zone": zone})
+        await s.cluster_phase(name, "Ready")
+    await linked(s, "mesh-a", "mesh-b")
+    await linked(s, "mesh-a", "mesh-c")
+    await web(s, "web-home", "home")
+    await web(s, "web-away", "remote")
+    home = await s.job_phase("web-home", "Running")
+    away = await s.job_phase("web-away", "Running")
+    first = next(iter(away["status"]["placement"]))
+    other = "mesh-c" if first == "mesh-b" else "mesh-b"
+
+    await add_service(s, "web", selector={"app": "web"}, primaryCluster="mesh-a")
+
+    async def fronting(n: int) -> dict[str, Any] | None:
+        obj = await s.get("services", "web", "default")
+        st = (obj or {}).get("status") or {}
+        return obj if st.get("phase") == "Ready" and f"in front of {n} " in st.get(
+            "message", "") else None
+
+    svc = await s.wait("the service in front of both replicas", lambda: fronting(2), 60)
+    url = f"http://{svc['status']['clusterIP']}:80/"
+    names = {f"{j['metadata']['name']}-{j['metadata']['uid'][:8]}-0" for j in (home, away)}
+    await asyncio.sleep(1)  # HAProxy's first health checks
+    answers = await served(url)
+    assert {a.split()[0] for a in answers} == names  # both clusters' replicas, one address
+    assert any(f"/{first}/" in a for a in answers)
+
+    # the remote replica moves: its cluster is lost, the job runs it on the other linked one
+    failures: list[str] = []
+    stop = threading.Event()
+
+    def hammer() -> None:
+        while not stop.is_set():
+            try:
+                get(url)
+            except OSError as err:
+                failures.append(str(err))
+
+    worker = threading.Thread(target=hammer)
+    worker.start()
+    try:
+        (s.state_dirs[first] / "OFFLINE").touch()
+
+        async def moved() -> dict[str, Any] | None:
+            job = await s.get("jobs", "web-away")
+            st = (job or {}).get("status") or {}
+            running = ((st.get("replicaStatus") or {}).get(other) or {}).get("Running")
+            return job if st.get("placement") == {other: 1} and running else None
+
+        await s.wait("the replica running on the other linked cluster", moved, 90)
+        handle = s.client.get_workflow_handle(service_workflow_id("default", "web"))
+        await handle.signal(SIG_REFRESH, Refresh())
+
+        async def follows() -> bool:
+            return any(f"/{other}/" in a for a in await served(url, 20))
+
+        await s.wait("traffic reaching the moved replica", follows, 60)
+        # the lost cluster's process dies for good: health checks take it out, nothing fails
+        old_dir = s.state_dirs[first] / "replicas"
+        for rdir in old_dir.iterdir():
+            pid = local_proc.read_pid(rdir)
+            if pid:
+                local_proc.stop([pid], 0.5)
+        await asyncio.sleep(2)
+        got = await served(url, 40)
+    finally:
+        stop.set()
+        worker.join()
+    assert failures == []
+    clusters = {a.split("/clusters/")[1].split("/")[0] for a in got}
+    assert clusters == {"mesh-a", other}  # the dead replica gets nothing
+    (s.state_dirs[first] / "OFFLINE").unlink()
+    await delete_and_wait_gone(s, "web")
