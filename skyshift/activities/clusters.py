@@ -250,6 +250,8 @@ class SkyletActivities:
             uids = sorted({r.job_uid for r in listing})
             for uid in uids:
                 await heartbeating(manager.delete_job(uid))
+            if (stop_services := getattr(manager, "stop_services", None)) is not None:
+                await stop_services()  # e.g. a local cluster's HAProxy
         jobs = {(s.namespace, s.job, s.uid) for s in self.ctx.table.values()}
         self.ctx.forget(list(self.ctx.table))
         for namespace, job, uid in sorted(jobs):  # no skylet will count them here again

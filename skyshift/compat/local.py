@@ -316,6 +316,10 @@ class LocalManager:
         self._check_online()
         await asyncio.to_thread(self._balancer().delete, namespace, name)
 
+    async def stop_services(self) -> None:
+        """The cluster is being deleted: stop its HAProxy and forget its services."""
+        await asyncio.to_thread(self._balancer().forget_all)
+
     def _balancer(self) -> LocalBalancer:
         return LocalBalancer(self.name, self.config.state_dir, self.config.address)
 

@@ -123,6 +123,14 @@ class LocalBalancer:
             for k in services:
                 self._set_servers(k, services[k])
 
+    def forget_all(self) -> None:
+        """Stop HAProxy and drop every service (the cluster is going away)."""
+        if not self.dir.exists():
+            return
+        with self._locked():
+            self.stop()
+            self.state.unlink(missing_ok=True)
+
     def stop(self) -> None:
         pid = self._pid()
         if pid is not None:
