@@ -65,7 +65,8 @@ def endpoints_spec(w: EndpointsWrite) -> Obj:
         "selector": dict(w.selector),
         "primary_cluster": w.primary_cluster,
         "endpoints": {
-            c: {"num_endpoints": n, "exposed_to_cluster": c == w.primary_cluster}
+            c: {"num_endpoints": n, "exposed_to_cluster": c == w.primary_cluster or bool(
+                w.addresses.get(c)), "addresses": list(w.addresses.get(c, []))}
             for c, n in sorted(w.endpoints.items())
         },
     }

@@ -141,6 +141,7 @@ class EndpointsWrite:
     primary_cluster: str = ""
     endpoints: dict[str, int] = field(default_factory=dict)
     remove: bool = False
+    addresses: dict[str, list[str]] = field(default_factory=dict)  # cluster -> "host:port"s
 
 
 # ---- skylet queue ---------------------------------------------------------------------------

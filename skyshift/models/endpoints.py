@@ -1,4 +1,6 @@
-"""Endpoints: per cluster, how many replicas match a selector and whether they are exposed."""
+"""Endpoints: per cluster, how many replicas match a selector, whether the service reaches
+them (``exposed_to_cluster``) and, where the cluster can say, at which addresses (``host:port``,
+what a local cluster's HAProxy balances over)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from skyshift.models.meta import StrictModel
 class EndpointObject(StrictModel):
     num_endpoints: int = Field(default=0, ge=0)
     exposed_to_cluster: bool = False
+    addresses: list[str] = Field(default_factory=list)
 
 
 class EndpointsSpec(StrictModel):

@@ -287,7 +287,9 @@ class ServiceWorkflow:
             if cluster:
                 s.endpoints.setdefault(cluster, 0)
         w = EndpointsWrite(self.inp.namespace, self.inp.name, self.inp.uid,
-                           dict(self.t.selector), s.cluster, dict(s.endpoints))
+                           dict(self.t.selector), s.cluster, dict(s.endpoints),
+                           addresses={c: list(a) for c, a in s.addresses.items()
+                                      if c in s.endpoints})
         if w != self.endpoints_written:
             await workflow.execute_local_activity(
                 "write_endpoints", w, start_to_close_timeout=STORE_TIMEOUT,

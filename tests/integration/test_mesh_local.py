@@ -1,7 +1,7 @@
 """A service spanning local clusters, with real traffic: HAProxy on the primary cluster balances
 over the replicas there and on the clusters it reaches through a Ready Link; when a replica
-moves to another linked cluster (its cluster lost, then its process dead), traffic follows it
-and no request fails."""
+moves to another linked cluster (its cluster lost), traffic follows it and no request fails;
+when the old process then dies, health checks keep every later request on live replicas."""
 
 from __future__ import annotations
 
@@ -79,6 +79,11 @@ async def test_service_balances_over_linked_clusters_and_follows_a_move(
             "message", "") else None
 
     svc = await s.wait("the service in front of both replicas", lambda: fronting(2), 60)
+    ep = await s.get("endpoints", "web", "default")
+    assert ep is not None
+    listed = ep["spec"]["endpoints"]
+    assert len(listed["mesh-a"]["addresses"]) == 1 and len(listed[first]["addresses"]) == 1
+    assert listed[first]["exposed_to_cluster"]  # reached through the link
     url = f"http://{svc['status']['clusterIP']}:80/"
     names = {f"{j['metadata']['name']}-{j['metadata']['uid'][:8]}-0" for j in (home, away)}
     await asyncio.sleep(1)  # HAProxy's first health checks
@@ -86,7 +91,8 @@ async def test_service_balances_over_linked_clusters_and_follows_a_move(
     assert {a.split()[0] for a in answers} == names  # both clusters' replicas, one address
     assert any(f"/{first}/" in a for a in answers)
 
-    # the remote replica moves: its cluster is lost, the job runs it on the other linked one
+    # the remote replica moves: its cluster is lost, the job runs it on the other linked one;
+    # requests go on the whole time, and none fails
     failures: list[str] = []
     stop = threading.Event()
 
@@ -116,18 +122,19 @@ async def test_service_balances_over_linked_clusters_and_follows_a_move(
             return any(f"/{other}/" in a for a in await served(url, 20))
 
         await s.wait("traffic reaching the moved replica", follows, 60)
-        # the lost cluster's process dies for good: health checks take it out, nothing fails
-        old_dir = s.state_dirs[first] / "replicas"
-        for rdir in old_dir.iterdir():
-            pid = local_proc.read_pid(rdir)
-            if pid:
-                local_proc.stop([pid], 0.5)
-        await asyncio.sleep(2)
-        got = await served(url, 40)
     finally:
         stop.set()
         worker.join()
     assert failures == []
+
+    # the lost cluster's process then dies for good (requests in flight to it die with it):
+    # the health checks take it out, and the requests after that all reach live replicas
+    for rdir in (s.state_dirs[first] / "replicas").iterdir():
+        pid = local_proc.read_pid(rdir)
+        if pid:
+            local_proc.stop([pid], 0.5)
+    await asyncio.sleep(2)
+    got = await served(url, 40)  # any failure raises
     clusters = {a.split("/clusters/")[1].split("/")[0] for a in got}
     assert clusters == {"mesh-a", other}  # the dead replica gets nothing
     (s.state_dirs[first] / "OFFLINE").unlink()
