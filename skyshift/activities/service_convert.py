@@ -58,11 +58,12 @@ def service_input(obj: Obj, config: ServiceConfig | None = None) -> ServiceInput
 
 
 def compat_spec(inp: ServiceInput, t: ServiceTemplate,
-                backends: dict[str, list[str]] | None = None) -> ServiceSpec:
+                backends: dict[str, list[str]] | None = None,
+                remote: dict[str, list[str]] | None = None) -> ServiceSpec:
     return ServiceSpec(
         name=inp.name, namespace=inp.namespace, uid=inp.uid, type=t.type,
         selector=dict(t.selector), ports=list(t.ports), cluster_ip=t.cluster_ip,
-        backends=dict(backends or {}),
+        backends=dict(backends or {}), remote_backends=dict(remote or {}),
     )
 
 

@@ -56,6 +56,8 @@ class ServiceState:
     touched: list[str] = field(default_factory=list)  # clusters it may exist on (teardown)
     backends: dict[str, list[str]] = field(default_factory=dict)  # as last applied
     needs_backends: bool = False  # the primary cluster said so when applied
+    needs_remote: bool = False  # likewise, for the linked clusters' addresses only
+    remote: dict[str, list[str]] = field(default_factory=dict)  # as last applied
     addresses: dict[str, list[str]] = field(default_factory=dict)  # cluster -> "host:port"s
 
 
@@ -162,10 +164,12 @@ class ApplyServiceResult:
     external_ip: str = ""
     message: str = ""
     needs_backends: bool = False  # the cluster balances over the addresses it is given
+    needs_remote: bool = False  # it adds the linked clusters' addresses to its own pods
 
     @classmethod
     def of(cls, status: ServiceStatus) -> ApplyServiceResult:
-        return cls(status.cluster_ip, status.external_ip, status.message, status.needs_backends)
+        return cls(status.cluster_ip, status.external_ip, status.message, status.needs_backends,
+                   status.needs_remote)
 
 
 @dataclass

@@ -29,6 +29,7 @@ from typing import Any
 from skyshift.compat import kubernetes_objects as ko
 from skyshift.compat.errors import NotFound, Permanent, Transient
 from skyshift.compat.kubernetes_api import Conflict, KubeApi, KubeSettings
+from skyshift.compat.kubernetes_slices import KubeSlices
 from skyshift.compat.types import SERVICE_TYPES, ServicePort, ServiceSpec, ServiceStatus
 
 Obj = dict[str, Any]
@@ -117,7 +118,8 @@ def owner_namespace(obj: Obj) -> str | None:
 
 
 class KubeServices:
-    """``apply_service`` / ``delete_service`` of ``KubernetesManager`` (mixed in)."""
+    """``apply_service`` / ``delete_service`` / ``replica_addresses`` of ``KubernetesManager``
+    (mixed in)."""
 
     name: str
     api: KubeApi
@@ -137,6 +139,23 @@ class KubeServices:
     async def delete_service(self, namespace: str, name: str) -> None:
         await asyncio.to_thread(self._delete_service, namespace, name)
 
+    async def replica_addresses(self, job_uids: list[str], port: int) -> list[str]:
+        """``podIP:port`` of the running pods of these jobs."""
+        if not job_uids:
+            return []
+        return await asyncio.to_thread(self._replica_addresses, job_uids, port)
+
+    def _replica_addresses(self, job_uids: list[str], port: int) -> list[str]:
+        selector = f"{ko.JOB_UID} in ({','.join(sorted(set(job_uids)))})"
+        got = self.api.request("GET", f"/api/v1/namespaces/{self.settings.namespace}/pods",
+                               {"labelSelector": selector}, what="list pods for addresses")
+        out = set()
+        for pod in got.get("items") or []:
+            status = pod.get("status") or {}
+            if status.get("phase") == "Running" and status.get("podIP"):
+                out.add(f"{status['podIP']}:{port}")
+        return sorted(out)
+
     def _get_service(self, name: str) -> Obj | None:
         try:
             obj: Obj = self.api.request("GET", f"{self._services}/{name}",
@@ -155,6 +174,18 @@ class KubeServices:
             )
 
     def _apply_service(self, spec: ServiceSpec) -> ServiceStatus:
+        status = self._apply_v1_service(spec)
+        written, skipped = KubeSlices(self.api, self.settings.namespace).sync(spec)
+        status.needs_remote = True
+        if written or skipped:
+            note = f"{written} replica addresses on linked clusters added (EndpointSlices)"
+            if skipped:
+                note += f"; {skipped} left out (not routable from Kubernetes: loopback or " \
+                    "link-local)"
+            status.message = f"{status.message}; {note}" if status.message else note
+        return status
+
+    def _apply_v1_service(self, spec: ServiceSpec) -> ServiceStatus:
         self._ensure_namespace()
         what = f"apply service {spec.name}"
         current = self._get_service(spec.name)
@@ -180,5 +211,6 @@ class KubeServices:
         current = self._get_service(name)
         if current is None or owner_namespace(current) != namespace:
             return  # gone already, or not ours to delete
+        KubeSlices(self.api, self.settings.namespace).delete_all(name)
         with contextlib.suppress(NotFound):
             self.api.request("DELETE", f"{self._services}/{name}", what=f"delete service {name}")

@@ -149,6 +149,8 @@ class ServiceSpec:
     # the clusters linked to it; used by managers whose services do not select replicas
     # themselves (local: HAProxy)
     backends: dict[str, list[str]] = field(default_factory=dict)
+    # the same, only the addresses on the linked clusters (Kubernetes: its own EndpointSlices)
+    remote_backends: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -162,3 +164,4 @@ class ServiceStatus:
     ports: list[ServicePort] = field(default_factory=list)
     message: str = ""
     needs_backends: bool = False  # it balances over ServiceSpec.backends (not a selector)
+    needs_remote: bool = False  # it adds ServiceSpec.remote_backends to what it selects

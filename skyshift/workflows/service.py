@@ -177,8 +177,9 @@ class ServiceWorkflow:
             s.message = f"cluster {target} does not exist; waiting for it"
         else:
             wanted = await self._backends(view, target)
-            if self._needs_apply(target) or (wanted is not None and wanted != s.backends):
-                await self._apply(target, wanted)
+            changed = wanted is not None and wanted != (s.backends, s.remote)
+            if self._needs_apply(target) or changed:
+                await self._apply(target, *(wanted or (None, None)))
         await self._write_endpoints(view)
         await self._write_status()
 
@@ -193,27 +194,36 @@ class ServiceWorkflow:
 
     # ---- activities -------------------------------------------------------------------------
 
-    async def _backends(self, view: ServiceView, target: str) -> dict[str, list[str]] | None:
-        """Where the replicas behind the service serve, on ``target`` and on the clusters it
-        reaches through a Ready Link: for a primary that balances over addresses itself
-        (local: HAProxy). None when the primary does not need them (Kubernetes selects its
-        pods), or before the patch that brought this in."""
+    async def _backends(
+        self, view: ServiceView, target: str,
+    ) -> tuple[dict[str, list[str]], dict[str, list[str]]] | None:
+        """(all, remote): where the replicas behind the service serve, on ``target`` and on the
+        clusters it reaches through a Ready Link (remote: only those), per target port. For a
+        primary that balances over addresses (local: HAProxy) or adds the linked clusters' to
+        its own pods (Kubernetes: EndpointSlices). None when it wants neither, or before the
+        patch that brought this in."""
         s = self.s
-        if s.cluster == target and not s.needs_backends:
+        if s.cluster == target and not (s.needs_backends or s.needs_remote):
             return None
         if not workflow.patched(BACKENDS_PATCH):
             return None
-        clusters = [c for c in (target, *view.links.get(target, [])) if view.job_uids.get(c)]
+        own = s.cluster != target or s.needs_backends  # not known yet, or wanted
+        linked = view.links.get(target, [])
+        clusters = [c for c in ((target, *linked) if own else linked) if view.job_uids.get(c)]
         ports = target_ports(self.t)
         found = await asyncio.gather(*(self._addresses(c, view.job_uids[c], ports)
                                        for c in clusters))
         s.addresses = {c: sorted({a for v in got.values() for a in v})
                        for c, got in zip(clusters, found, strict=True) if got}
-        merged: dict[str, set[str]] = {}
-        for got in found:
+        every: dict[str, set[str]] = {}
+        remote: dict[str, set[str]] = {}
+        for cluster, got in zip(clusters, found, strict=True):
             for port, addresses in got.items():
-                merged.setdefault(port, set()).update(addresses)
-        return {port: sorted(v) for port, v in sorted(merged.items())}
+                every.setdefault(port, set()).update(addresses)
+                if cluster != target:
+                    remote.setdefault(port, set()).update(addresses)
+        return ({p: sorted(v) for p, v in sorted(every.items())},
+                {p: sorted(v) for p, v in sorted(remote.items())})
 
     async def _addresses(self, cluster: str, uids: list[str],
                          ports: list[int]) -> dict[str, list[str]]:
@@ -229,13 +239,17 @@ class ServiceWorkflow:
             return got.addresses
         except ActivityError as err:
             workflow.logger.info("addresses on %s unknown: %s", cluster, err.cause or err)
-            before = self.s.backends
             known = set(self.s.addresses.get(cluster, []))
-            return {p: [a for a in v if a in known] for p, v in before.items()}
+            before: dict[str, set[str]] = {}
+            for applied in (self.s.backends, self.s.remote):
+                for port, addresses in applied.items():
+                    before.setdefault(port, set()).update(a for a in addresses if a in known)
+            return {p: sorted(v) for p, v in before.items() if v}
 
-    async def _apply(self, target: str, backends: dict[str, list[str]] | None = None) -> None:
+    async def _apply(self, target: str, backends: dict[str, list[str]] | None = None,
+                     remote: dict[str, list[str]] | None = None) -> None:
         s = self.s
-        spec = compat_spec(self.inp, self.t, backends)
+        spec = compat_spec(self.inp, self.t, backends, remote)
         if target not in s.touched:
             s.touched.append(target)  # an apply that times out may still have created it
         try:
@@ -261,6 +275,7 @@ class ServiceWorkflow:
         s.cluster, s.applied_generation, s.failed = target, s.generation, ""
         s.cluster_ip, s.external_ip = res.cluster_ip, res.external_ip
         s.backends, s.needs_backends = dict(backends or {}), res.needs_backends
+        s.remote, s.needs_remote = dict(remote or {}), res.needs_remote
         s.phase = "Ready"
         s.message = res.message or f"service on cluster {target}"
         if old and old != target and await self._delete_on(old) and old in s.touched:

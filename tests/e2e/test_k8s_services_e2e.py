@@ -113,3 +113,75 @@ async def test_service_ready_with_cluster_ip_endpoints_update_and_delete(k8: K8s
     await env.gone("services", name, timeout=60)
     assert await env.get("endpoints", name) is None
     assert await k8s_service(env, primary, name) is None
+
+
+async def k8s_slices(env: K8sE2E, cluster: str, service: str) -> list[Obj]:
+    """The EndpointSlices SkyShift wrote for ``service`` on ``cluster``, from its apiserver."""
+    sim = env.sims[cluster]
+    tls = ssl.create_default_context(cafile=str(sim.ca_file))
+    selector = (f"kubernetes.io/service-name={service},"
+                "endpointslice.kubernetes.io/managed-by=skyshift.io")
+    async with httpx.AsyncClient(base_url=sim.server, verify=tls, timeout=10.0,
+                                 headers={"Authorization": f"Bearer {sim.token}"}) as http:
+        resp = await http.get(
+            f"/apis/discovery.k8s.io/v1/namespaces/{K8S_NAMESPACE}/endpointslices",
+            params={"labelSelector": selector})
+        resp.raise_for_status()
+        items: list[Obj] = resp.json()["items"]
+        return items
+
+
+async def pod_ips(env: K8sE2E, cluster: str, job: Obj) -> set[str]:
+    pods = await env.k8s(cluster, "pods", job["metadata"]["uid"])
+    return {str(p["status"]["podIP"]) for p in pods if (p.get("status") or {}).get("podIP")}
+
+
+async def test_linked_clusters_replicas_become_endpointslices(k8: K8sE2E) -> None:
+    """A service on one cluster, replicas of its selector on two: with a Link from the service's
+    cluster to the other, the other cluster's pod IPs appear in an EndpointSlice of the Service
+    (checked through the kube API), follow the replicas, and go with the service."""
+    env = k8
+    home, away = sorted(env.sims)[:2]
+    app = f"mesh-{env.run_id}"
+    name = env.job_name("meshsvc")
+    jobs = {}
+    for cluster in (home, away):
+        job_name = env.job_name(f"mesh-{cluster[-1]}")
+        await env.api.create({
+            "kind": "Job",
+            "metadata": {"name": job_name, "labels": {"e2e-run": env.run_id, "app": app}},
+            "spec": {"run": "sleep 3600", "replicas": 2, "restartPolicy": "Never",
+                     "resources": {"cpus": 0.5, "memory": 100}, "ports": [8080],
+                     "placement": {"filters": [{"matchLabels": {
+                         "e2e-k8s": env.run_id, "zone": base.ZONES[cluster][0]}}]}},
+        })
+        env.jobs.append(job_name)
+        jobs[cluster] = await env.phase("jobs", job_name, "Running", timeout=120)
+    link = f"l-{env.run_id}"
+    made = await env.skyctl("create", "link", link, "--source", home, "--target", away)
+    assert made.returncode == 0, made.stderr
+    await env.phase("links", link, "Ready", timeout=90)
+    made = await env.skyctl("create", "service", name, "-s", "app", app, "-p", "80", "8080",
+                            "-c", home)
+    assert made.returncode == 0, made.stderr
+    await env.phase("services", name, "Ready", timeout=120)
+    want = await pod_ips(env, away, jobs[away])
+    assert len(want) == 2
+
+    async def sliced() -> list[Obj] | None:
+        slices = await k8s_slices(env, home, name)
+        got = {a for s in slices for e in s.get("endpoints") or [] for a in e["addresses"]}
+        return slices if got == want else None
+
+    slices = await env.wait("the other cluster's pods in an EndpointSlice", sliced, timeout=90)
+    assert all(s["ports"][0]["port"] == 8080 and s["addressType"] == "IPv4" for s in slices)
+    assert all(s["ports"][0]["name"] == "tcp-80" for s in slices)  # the Service port's name
+    assert await k8s_slices(env, away, name) == []  # the service lives on its cluster only
+    ep = await env.get("endpoints", name)
+    assert ep is not None and sorted(ep["spec"]["endpoints"][away]["addresses"]) == sorted(
+        f"{ip}:8080" for ip in want)
+
+    await env.delete("services", name)
+    await env.gone("services", name, timeout=60)
+    assert await k8s_slices(env, home, name) == []
+    await env.delete("links", link)

@@ -178,3 +178,25 @@ def test_statuses_group_pods_and_hide_terminating_and_deleted():
     out = statuses([old, new, gone], [dep])
     assert [(s.name, s.state) for s in out] == [("d-0", PENDING), ("r-1", RUNNING)]
     assert statuses([old, new], [dep], hidden={"r-1", "d-0"}) == []
+
+
+def test_endpointslices_for_linked_replicas() -> None:
+    """Per target port and address family, named after the Service port; what Kubernetes would
+    refuse (loopback, link-local) is left out and counted."""
+    from skyshift.compat.kubernetes_slices import desired_slices
+    from skyshift.compat.types import ServicePort, ServiceSpec
+
+    spec = ServiceSpec("web", "ml", ports=[ServicePort(80, 8080), ServicePort(443, 8443)],
+                       remote_backends={"8080": ["10.1.0.5:8080", "10.1.0.6:8080",
+                                                 "127.0.0.1:41000", "169.254.1.1:8080",
+                                                 "gw.example.com:30080"],
+                                        "9999": ["10.1.0.7:9999"]})
+    slices, skipped = desired_slices(spec)
+    assert skipped == 2
+    assert sorted(slices) == ["web-skyshift-fqdn-8080-30080", "web-skyshift-ipv4-8080-8080"]
+    ipv4 = slices["web-skyshift-ipv4-8080-8080"]
+    assert ipv4["addressType"] == "IPv4"
+    assert [e["addresses"] for e in ipv4["endpoints"]] == [["10.1.0.5"], ["10.1.0.6"]]
+    assert ipv4["ports"] == [{"name": "tcp-80", "port": 8080, "protocol": "TCP"}]
+    assert ipv4["metadata"]["labels"]["kubernetes.io/service-name"] == "web"
+    assert slices["web-skyshift-fqdn-8080-30080"]["addressType"] == "FQDN"
