@@ -212,12 +212,17 @@ class ScheduleActivities:
         obj = await self._read(inp)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
             return RunRef(message="the schedule was deleted")
-        model = ScheduleModel.model_validate(obj)
-        manifest = run_manifest(obj, model, inp)
+        try:
+            model = ScheduleModel.model_validate(obj)
+            manifest = run_manifest(obj, model, inp)
+        except (ValidationError, ValueError) as err:  # stored by an older version, say
+            return RunRef(message=f"the schedule is invalid: {err}")
         kind, name = manifest["kind"], manifest["metadata"]["name"]
         new = True
         try:
             created = await spawn.create_and_start(self.store, self.client, manifest)
+        except ValidationError as err:
+            return RunRef(message=f"the schedule's template makes an invalid {kind}: {err}")
         except AlreadyExists:
             created = await self.store.get(PLURAL[kind], name, inp.namespace)
             if not owned_by(created, uid_of(obj)):
