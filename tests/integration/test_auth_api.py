@@ -16,7 +16,7 @@ import pytest
 from fastapi.routing import APIRoute
 
 from skyshift.api import create_app
-from skyshift.api.auth import AuthService
+from skyshift.api.auth import AuthService, bootstrap
 from skyshift.api.auth.tokens import TokenIssuer
 from skyshift.config import Settings
 from skyshift.store import ObjectStore
@@ -561,3 +561,32 @@ async def test_token_time_is_configurable(make_secure_api: MakeSecureApi, auth_h
         )
         assert r.json()["expires_in"] == 7200
         assert r.json()["expires_at"] - time.time() == pytest.approx(7200, abs=5)
+
+
+async def test_a_reader_role_stored_before_pipelines_gains_them_unless_edited(
+    secure_client: httpx.AsyncClient, admin_headers: dict[str, str]
+) -> None:
+    """An install made before pipelines and schedules existed stored a ``reader`` role without
+    them; the next start grants them (a reader could otherwise not see a pipeline), but a role
+    an admin edited is left as the admin made it."""
+    c = secure_client
+    old_kinds = [k for k in bootstrap.READABLE if k not in ("pipelines", "schedules")]
+    reader = (await c.get("/roles/reader", headers=admin_headers)).json()
+    reader["spec"]["rules"] = [{"resources": old_kinds, "actions": ["get", "list", "watch"]}]
+    assert (await c.put("/roles/reader", json=reader, headers=admin_headers)).status_code == 200
+    alice = await new_user(c, admin_headers, "alice", "reader")
+    assert (await c.get("/default/pipelines", headers=alice)).status_code == 403
+
+    await auth_of(c).bootstrap()  # the next start of an API server
+    again = (await c.get("/roles/reader", headers=admin_headers)).json()
+    assert set(again["spec"]["rules"][0]["resources"]) == set(bootstrap.READABLE)
+    assert again["metadata"]["generation"] == reader["metadata"]["generation"] + 2
+    assert (await c.get("/default/pipelines", headers=alice)).status_code == 200
+    assert (await c.get("/default/schedules", headers=alice)).status_code == 200
+
+    edited = [{"resources": ["jobs"], "actions": ["get", "list"]}]
+    again["spec"]["rules"] = edited
+    assert (await c.put("/roles/reader", json=again, headers=admin_headers)).status_code == 200
+    await auth_of(c).bootstrap()
+    kept = (await c.get("/roles/reader", headers=admin_headers)).json()
+    assert kept["spec"]["rules"] == edited

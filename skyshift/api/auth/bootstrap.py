@@ -21,7 +21,7 @@ from skyshift.api.auth import files
 from skyshift.api.auth.passwords import Passwords
 from skyshift.models.registry import API_KINDS, kind_info
 from skyshift.store import ObjectStore
-from skyshift.store.errors import AlreadyExists, NotFound
+from skyshift.store.errors import AlreadyExists, Conflict, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,14 @@ INVITER = "inviter"
 
 #: What ``reader`` may read: every object kind, but not users, invites or the audit trail.
 READABLE = [k.plural for k in API_KINDS]
+
+#: Kinds added since the first release, with the ``reader`` rules installs made before them
+#: stored. A stored default role whose rules are still exactly one of these was never edited,
+#: so it is brought up to date at start; an edited one is left alone.
+_READ_ACTIONS = ["get", "list", "watch"]
+_EARLIER_READABLE: list[list[str]] = [
+    [k for k in READABLE if k not in ("pipelines", "schedules")],
+]
 
 
 def default_roles() -> list[dict[str, Any]]:
@@ -65,7 +73,47 @@ async def ensure_default_roles(store: ObjectStore) -> None:
             await store.create(info.plural, objects.prepare_create(info, manifest))
             log.info("created default role %s", manifest["metadata"]["name"])
         except AlreadyExists:
-            pass
+            await _upgrade_unedited(store, manifest)
+
+
+def _rule_sets(rules: object) -> list[tuple[frozenset[str], frozenset[str]]] | None:
+    if not isinstance(rules, list):
+        return None
+    out = []
+    for rule in rules:
+        if not isinstance(rule, dict):
+            return None
+        out.append((frozenset(rule.get("resources") or []), frozenset(rule.get("actions") or [])))
+    return sorted(out, key=lambda r: (sorted(r[0]), sorted(r[1])))
+
+
+def _earlier_defaults(name: str) -> list[list[dict[str, list[str]]]]:
+    if name != READER:
+        return []
+    return [[{"resources": kinds, "actions": _READ_ACTIONS}] for kinds in _EARLIER_READABLE]
+
+
+async def _upgrade_unedited(store: ObjectStore, manifest: dict[str, Any]) -> None:
+    """Give a default role stored by an earlier release the rules of this one, when nobody
+    edited it since (its rules are exactly an earlier default's). Compare-and-swap: a replica
+    that loses the race, or an admin editing the role meanwhile, leaves it as it is."""
+    name = manifest["metadata"]["name"]
+    earlier = [_rule_sets(rules) for rules in _earlier_defaults(name)]
+    if not earlier:
+        return
+    try:
+        current = await store.get("roles", name)
+    except NotFound:
+        return
+    labels = current.get("metadata", {}).get("labels") or {}
+    rules = (current.get("spec") or {}).get("rules")
+    if labels.get("skyshift.io/default-role") != "true" or _rule_sets(rules) not in earlier:
+        return
+    wanted = {**current, "spec": {**current["spec"], "rules": manifest["spec"]["rules"]}}
+    updated, _ = objects.merge_update(kind_info("roles"), current, wanted)
+    with contextlib.suppress(Conflict, NotFound):
+        await store.update("roles", updated)
+        log.info("default role %s now also grants the kinds added since it was stored", name)
 
 
 def _pending(path: Path) -> Path:
