@@ -186,7 +186,7 @@ class RayManager:
         for n in alive:
             node_id = str(n.get("node_id"))
             label = str(n.get("node_name") or n.get("node_ip") or "")
-            nodes.append(NodeState(name=f"{label}/{node_id[:8]}" if label else node_id[:16],
+            nodes.append(NodeState(name=f"{label}-{node_id[:8]}" if label else node_id[:16],
                                    capacity=caps[node_id],
                                    allocatable=caps[node_id] - used[node_id]))
         self._nodes_seen = nodes

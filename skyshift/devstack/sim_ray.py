@@ -110,9 +110,9 @@ def _wait_gone(pids: list[int], timeout: float) -> list[int]:
         time.sleep(0.1)
 
 
-def run_as_user(progress: Progress | None = None) -> str:
-    """The user heads run as: ``skyshift-run`` when we are root and it can run Ray, else ""
-    (ourselves), with the reason told through ``progress``."""
+def run_as_user(home: Path, progress: Progress | None = None) -> str:
+    """The user heads run as: ``skyshift-run`` when we are root and it can run Ray and enter
+    ``home``, else "" (ourselves), with the reason told through ``progress``."""
     if os.geteuid() != 0:
         return ""
     try:
@@ -129,15 +129,21 @@ def run_as_user(progress: Progress | None = None) -> str:
     user = pwd.getpwnam(RUN_USER)
     check = subprocess.run(
         ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups", "--",
-         sys.executable, "-c", "import ray"],
+         sys.executable, "-c",
+         "import os, sys, ray; sys.exit(0 if os.access(sys.argv[1], os.X_OK) else 3)",
+         str(home)],
         capture_output=True, text=True, cwd="/", timeout=120,
         env={"PATH": os.environ.get("PATH", os.defpath)},
     ) if shutil.which("setpriv") else None
     if check is not None and check.returncode == 0:
         return RUN_USER
-    why = ("setpriv is missing" if check is None else
-           f"{RUN_USER} cannot run {sys.executable} with ray "
-           f"({(check.stderr.strip().splitlines() or ['?'])[-1][:160]})")
+    if check is None:
+        why = "setpriv is missing"
+    elif check.returncode == 3:
+        why = f"{RUN_USER} cannot enter {home} (give --home a directory it can reach)"
+    else:
+        why = (f"{RUN_USER} cannot run {sys.executable} with ray "
+               f"({(check.stderr.strip().splitlines() or ['?'])[-1][:160]})")
     if progress:
         progress(f"WARNING: {why}; Ray heads (and so every Ray job's entrypoint) run as root; "
                  "see docs/security.md")
@@ -377,7 +383,7 @@ def start_ray_clusters(
     known = {c.name: c for c in existing_clusters(home)}
     used = {p for c in known.values()
             for p in [c.gcs_port, c.dashboard_port, *c.ports.values(), *c.worker_ports]}
-    user = run_as_user(progress)
+    user = run_as_user(home, progress)
     result: list[SimRayCluster] = []
     todo: list[SimRayCluster] = []
     for i in range(1, clusters + 1):
