@@ -164,3 +164,16 @@ def test_each_attempt_has_its_own_submission_id_and_the_latest_is_current() -> N
     meta, status, sid = now["train-0123abcd-1"]
     assert (meta.attempt, status.state, sid) == (1, RUNNING, "train-0123abcd-1.1")
     assert is_ghost(ghost) and not is_ghost(new)
+
+
+def test_config_needs_the_dashboard_url_and_sane_numbers() -> None:
+    from skyshift.compat.ray_jobs import RayConfig
+
+    cfg = RayConfig.parse("r1", {"address": "http://127.0.0.1:8265/", "labels": {"a": "b"}})
+    assert (cfg.address, cfg.request_timeout, cfg.labels) == (
+        "http://127.0.0.1:8265", 30.0, {"a": "b"})
+    for bad in ({}, {"address": "127.0.0.1:8265"}, {"address": "http://x y"},
+                {"address": "http://x:1", "request_timeout": 0},
+                {"address": "http://x:1", "delete_wait": True}):
+        with pytest.raises(Permanent, match="ray cluster r1"):
+            RayConfig.parse("r1", bad)
