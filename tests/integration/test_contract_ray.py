@@ -4,6 +4,8 @@ accelerator-type reservations, and a restart (higher attempt) under the same sub
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from skyshift.compat.errors import Permanent
@@ -62,3 +64,29 @@ class TestRayContract(ClusterManagerContract):
         assert done.attempt == 1
         assert "attempt-one" in await cluster.manager.logs(second.name)
         assert "attempt-zero" not in await cluster.manager.logs(second.name)
+
+    async def test_deleted_running_job_leaves_nothing_in_rays_table(
+            self, cluster: Cluster, ray_cluster: SimRayCluster) -> None:
+        """Ray's job monitor may write a deleted job's status back (a record without our
+        metadata); the adapter's next listings remove it, so Ray's table does not fill up."""
+        from ray.job_submission import JobSubmissionClient
+
+        raw = JobSubmissionClient(ray_cluster.address)
+        spec = cluster.spec("sleep 600")
+        await cluster.submit(spec)
+        await cluster.wait(spec.name, RUNNING)
+        await cluster.manager.delete([spec.name])
+        end = asyncio.get_running_loop().time() + 90
+        quiet_since = None
+        while True:
+            assert spec.name not in [s.name for s in await cluster.manager.replicas()]
+            ids = {j.submission_id for j in await asyncio.to_thread(raw.list_jobs)}
+            now = asyncio.get_running_loop().time()
+            if spec.name in ids:
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = now
+            if quiet_since is not None and now - quiet_since > 8:
+                break  # gone, and it stayed gone past Ray's monitor period
+            assert now < end, f"{spec.name} is still in Ray's job table"
+            await asyncio.sleep(0.5)
