@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,11 +47,13 @@ def test_up_prints_the_attach_line_and_down_stops_everything() -> None:
         assert "already running" in again.stdout and cluster.processes()
     finally:
         down = sim(home, "down")
+        status = sim(home, "status")
+        shutil.rmtree(home, ignore_errors=True)
     assert down.returncode == 0, down.stdout + down.stderr
     assert "stopped 1 running cluster(s)" in down.stdout
     assert cluster.processes() == []
     assert all(not Path(f"/proc/{pid}").exists() or _zombie(pid) for pid in pids)
-    assert "r1: stopped" in sim(home, "status").stdout
+    assert "r1: stopped" in status.stdout
 
 
 def _zombie(pid: int) -> bool:
