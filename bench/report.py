@@ -344,6 +344,15 @@ def lifecycle_targets(d: dict[str, Any]) -> str:
     return text
 
 
+RAY_LEAD = (
+    "Submit -> Running of one job at a time on one Ray head (`ray start --head`, 2 CPUs), "
+    "through SkyShift (POST to `status.phase == Running`) against `JobSubmissionClient` "
+    "straight on the same head (`submit_job` to RUNNING), same entrypoint and 0.5 CPU; "
+    "`ratio_p50` is SkyShift's median over the straight one. One run; `load_1m` is the "
+    "machine's load average when it ended.\n\n"
+)
+
+
 def section_generic(name: str, data: dict[str, Any], images: list[str], lead: str = "") -> str:
     """Benchmarks this generator has no special layout for: their flat figures as a table."""
     rows: list[list[Any]] = []
@@ -406,7 +415,10 @@ def main() -> int:
     for name in ("slurm", "k8s_scale"):
         if name in benches:
             sections.append(section_generic(name, benches[name], []))
-    known = {"api", "api_sweep", "store_ops", "scheduler", "lifecycle", "slurm", "k8s_scale"}
+    if "ray_jobs" in benches:
+        sections.append(section_generic("ray_jobs", benches["ray_jobs"], [], RAY_LEAD))
+    known = {"api", "api_sweep", "store_ops", "scheduler", "lifecycle", "slurm", "k8s_scale",
+             "ray_jobs"}
     for name in sorted(set(benches) - known):
         sections.append(section_generic(name, benches[name], []))
     absent = [n for n in ("lifecycle", "slurm", "k8s_scale") if n not in benches]

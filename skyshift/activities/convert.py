@@ -127,7 +127,9 @@ def manager_config(obj: Obj) -> tuple[str, dict[str, Any]]:
     ``spec.config`` wins; the original's top-level fields fill in what it leaves out, under the
     names each adapter takes: declared capacity for ``local``, ``config_path``/``context`` as the
     kubeconfig and its context for ``k8``, ``config_path`` as ``slurm_conf`` and
-    ``access_config`` (host, username, ssh_key_path) as the login node for ``slurm``.
+    ``access_config`` (host, username, ssh_key_path) as the login node for ``slurm``. A ``ray``
+    cluster has everything in ``spec.config`` (``address``: its dashboard, from ``skyctl
+    create cluster --address``).
     """
     spec = obj.get("spec") or {}
     manager = str(spec.get("manager") or "local")

@@ -102,7 +102,7 @@ def create_job(state: CliState, /, name: str, namespace: str | None, dry_run: bo
 @create.aliased("cluster", "clusters", "cl", context_settings={"help_option_names": ["--help"]})
 @click.argument("name", type=NAME)
 @click.option("--manager", default="k8", show_default=True,
-              help="Cluster manager: k8 (kubernetes), slurm or local.")
+              help="Cluster manager: k8 (kubernetes), slurm, ray or local.")
 @click.option("--labels", "-l", type=PAIR, multiple=True, metavar="KEY VALUE",
               help="A label (repeatable); jobs' placement filters match these.")
 @click.option("--cpus", default=None, help="vCPUs per node (provisioning).")
@@ -128,6 +128,9 @@ def create_job(state: CliState, /, name: str, namespace: str | None, dry_run: bo
               help="Login host (Slurm over SSH).")
 @click.option("--username", "-u", default=None, help="SSH user name.")
 @click.option("--ssh_key_path", "-k", default=None, metavar="PATH", help="SSH private key.")
+@click.option("--address", default=None, metavar="URL",
+              help="Ray dashboard URL (Jobs API) of a Ray cluster, e.g. http://127.0.0.1:8265; "
+                   "only with --manager ray.")
 @common
 @pass_state
 def create_cluster(state: CliState, /, name: str, dry_run: bool, **flags: Any) -> None:
@@ -140,6 +143,7 @@ def create_cluster(state: CliState, /, name: str, dry_run: bool, **flags: Any) -
     Examples:
       skyctl create cluster kind-1 --manager k8 --config ~/.kube/config -l gpu none
       skyctl create cluster hpc --manager slurm --host login.hpc --username me -k ~/.ssh/id
+      skyctl create cluster r1 --manager ray --address http://127.0.0.1:8265
     """
     submit(state, manifests.cluster_manifest(name, **flags), dry_run)
 

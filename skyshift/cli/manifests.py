@@ -139,6 +139,7 @@ def cluster_manifest(
     host: str | None = None,
     username: str | None = None,
     ssh_key_path: str | None = None,
+    address: str | None = None,
 ) -> dict[str, Any]:
     # The workers read the file from another working directory: a relative path is made
     # absolute here ('~' stays for the worker's own home).
@@ -161,6 +162,10 @@ def cluster_manifest(
         "context": kube_context,
         "access_config": access,
     }
+    if address:  # the Ray dashboard (Jobs API) of a ray cluster
+        if str(manager).lower() != "ray":
+            raise UsageProblem("--address is for Ray clusters: use it with --manager ray")
+        spec["config"] = {"address": address}
     manifest = {"kind": "Cluster", "metadata": _meta(name, None, labels), "spec": _drop_empty(spec)}
     return validated(manifest)
 

@@ -1,4 +1,5 @@
-"""Compatibility layer: one ClusterManager protocol over local processes, Kubernetes and Slurm.
+"""Compatibility layer: one ClusterManager protocol over local processes, Kubernetes, Slurm
+and Ray.
 
 Everything above compat talks to clusters only through ``ClusterManager`` (built with
 ``create_manager``), the plain dataclasses in ``types`` and the errors in ``errors``; no vendor

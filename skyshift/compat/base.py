@@ -22,14 +22,14 @@ from skyshift.compat.types import ClusterState, ExecResult, ReplicaSpec, Replica
 
 @runtime_checkable
 class ClusterManager(Protocol):
-    """One cluster, seen through its manager (local processes, Kubernetes, Slurm).
+    """One cluster, seen through its manager (local processes, Kubernetes, Slurm, Ray).
 
     Service operations are not part of this protocol: managers that have services also
     implement ``compat.services.ServiceManager``, and ``compat.services.apply_service`` answers
     Unsupported for the others."""
 
     name: str
-    manager: str  # "local" | "k8" | "slurm"
+    manager: str  # "local" | "k8" | "slurm" | "ray"
 
     async def connect(self) -> None:
         """Prepare clients; cheap to call again."""
@@ -69,6 +69,7 @@ _BUILTIN: dict[str, str] = {
     "local": "skyshift.compat.local:LocalManager",
     "slurm": "skyshift.compat.slurm:SlurmManager",
     "k8": "skyshift.compat.kubernetes:KubernetesManager",
+    "ray": "skyshift.compat.ray_jobs:RayManager",
 }
 _REGISTRY: dict[str, ManagerFactory] = {}
 

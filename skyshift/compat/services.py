@@ -24,6 +24,7 @@ ADVICE = "put the service on a Kubernetes cluster (spec.primaryCluster)"
 _WHY = {
     "slurm": "Slurm clusters have no services",
     "local": "this local cluster has no services",
+    "ray": "Ray clusters have no services (the Jobs API runs batch entrypoints)",
 }
 
 

@@ -1,4 +1,4 @@
-"""``skyshift sim``: simulated clusters (Slurm daemons, kube-apiserver with kwok) on this machine.
+"""``skyshift sim``: simulated clusters (Slurm daemons, kube-apiserver with kwok, Ray heads) here.
 
 Each simulator lives in its own module exporting a click group; they are loaded lazily so that
 ``skyshift up`` never pays for (or breaks on) a simulator's imports.
@@ -13,6 +13,7 @@ import click
 _SIMULATORS = {
     "slurm": ("skyshift.devstack.sim_slurm", "slurm", "Simulated Slurm clusters."),
     "k8s": ("skyshift.devstack.sim_k8s", "k8s", "Simulated Kubernetes clusters (kwok)."),
+    "ray": ("skyshift.devstack.sim_ray", "ray", "Simulated Ray clusters (ray start --head)."),
 }
 
 
@@ -46,4 +47,5 @@ def sim() -> None:
     \b
     skyshift sim slurm up --clusters 2 --nodes 4
     skyshift sim k8s up --clusters 3 --nodes 100
+    skyshift sim ray up --clusters 2 --cpus 2
     """

@@ -1,17 +1,18 @@
-"""Cluster: a Kubernetes, Slurm, local or cloud cluster SkyShift places work on."""
+"""Cluster: a Kubernetes, Slurm, Ray, local or cloud cluster SkyShift places work on."""
 
 from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from skyshift.models.base import SkyObject
 from skyshift.models.meta import Condition, StrictModel, not_supported_yet
 from skyshift.models.quantity import parse_accelerators, parse_cpus, parse_memory
 
 ClusterPhase = Literal["Init", "Provisioning", "Ready", "Error", "Deleting"]
-MANAGER_ALIASES = {"k8": "k8", "k8s": "k8", "kubernetes": "k8", "slurm": "slurm", "local": "local"}
+MANAGER_ALIASES = {"k8": "k8", "k8s": "k8", "kubernetes": "k8", "slurm": "slurm", "local": "local",
+                   "ray": "ray"}
 
 
 NO_PROVISIONING = (
@@ -44,7 +45,9 @@ class ClusterSpec(StrictModel):
     def _manager(cls, v: object) -> str:
         key = str(v).lower()
         if key not in MANAGER_ALIASES:
-            raise ValueError(f"unknown manager {v!r}: expected local, k8 (kubernetes) or slurm")
+            raise ValueError(
+                f"unknown manager {v!r}: expected local, k8 (kubernetes), slurm or ray"
+            )
         return MANAGER_ALIASES[key]
 
     @field_validator("provision", "cloud", "region")
@@ -68,6 +71,17 @@ class ClusterSpec(StrictModel):
     @classmethod
     def _acc(cls, v: object) -> dict[str, int]:
         return parse_accelerators(v)
+
+    @model_validator(mode="after")
+    def _ray_address(self) -> ClusterSpec:
+        """A Ray cluster is reached through its dashboard: refuse one without its URL."""
+        if self.manager == "ray":
+            address = self.config.get("address")
+            if (not isinstance(address, str) or len(address) > 2048
+                    or not address.startswith(("http://", "https://"))):
+                raise ValueError("config.address: a ray cluster needs its dashboard URL, "
+                                 "like http://127.0.0.1:8265 (skyctl: --address)")
+        return self
 
 
 class NodeResources(StrictModel):

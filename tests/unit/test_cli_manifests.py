@@ -96,6 +96,14 @@ def test_cluster_flags_and_gb_default() -> None:
                                      "ssh_key_path": "~/.ssh/id"}
 
 
+def test_ray_cluster_takes_its_dashboard_address() -> None:
+    doc = dry("cluster", "r1", "--manager", "ray", "--address", "http://127.0.0.1:8265")
+    assert doc["spec"]["manager"] == "ray"
+    assert doc["spec"]["config"] == {"address": "http://127.0.0.1:8265"}
+    help_text = CliRunner().invoke(cli, ["create", "cluster", "--help"]).output
+    assert "ray" in help_text and "--address" in help_text
+
+
 @pytest.mark.parametrize("alias", ["service", "services", "svc", "SVC"])
 def test_service_aliases_and_flags(alias: str) -> None:
     doc = dry(alias, "web", "-t", "loadbalancer", "-s", "app", "web", "-p", "80", "8080",
@@ -138,6 +146,9 @@ def test_other_kinds() -> None:
         (["job", "x", "-l", "bad key", "v"], "label"),
         (["job", "Bad_Name"], "DNS-1123"),
         (["cluster", "c", "--manager", "mesos"], "manager"),
+        (["cluster", "c", "--manager", "ray"], "address"),
+        (["cluster", "c", "--manager", "ray", "--address", "127.0.0.1:8265"], "address"),
+        (["cluster", "c", "--manager", "slurm", "--address", "http://x:1"], "--manager ray"),
         (["cluster", "c", "--ports", "http"], "port"),
         (["link", "l", "-s", "a", "-t", "a"], "differ"),
         (["link", "l", "-s", "a", "-t", "b", "-g", "gw.example.com"], "HOST:PORT"),

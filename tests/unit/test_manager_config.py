@@ -35,3 +35,10 @@ def test_local_takes_declared_capacity() -> None:
     _, cfg = manager_config(cluster(
         {"manager": "local", "cpus": 2, "memory": 4096, "config": {"state_dir": "/s"}}))
     assert cfg == {"cpus": 2, "memory": 4096, "state_dir": "/s"}
+
+
+def test_ray_takes_the_dashboard_address_and_labels() -> None:
+    manager, cfg = manager_config(cluster(
+        {"manager": "ray", "config": {"address": "http://127.0.0.1:8265"}}, {"site": "lab"}))
+    assert manager == "ray"
+    assert cfg == {"address": "http://127.0.0.1:8265", "labels": {"site": "lab"}}

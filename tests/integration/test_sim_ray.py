@@ -1,0 +1,64 @@
+"""``skyshift sim ray up/status/down`` as a user runs them: a real Ray head comes up, its Jobs
+API answers at the address ``up`` prints, and ``down`` leaves no Ray process behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from skyshift.devstack.sim_ray import existing_clusters
+from tests.fixtures.ray import _require_ray
+
+pytestmark = pytest.mark.integration
+
+
+def sim(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "skyshift.devstack", "sim", "ray", *args, "--home", str(home)],
+        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+        env={**os.environ, "SKYSHIFT_HOME": str(home / "sk")},
+    )
+
+
+def test_up_prints_the_attach_line_and_down_stops_everything() -> None:
+    _require_ray()
+    home = Path(tempfile.mkdtemp(prefix="sks-", dir="/tmp"))
+    home.chmod(0o711)
+    try:
+        up = sim(home, "up", "--clusters", "1", "--cpus", "1")
+        assert up.returncode == 0, up.stdout + up.stderr
+        m = re.search(r"skyctl create cluster r1 --manager ray --address (http://\S+)", up.stdout)
+        assert m, up.stdout
+        [cluster] = existing_clusters(home)
+        assert cluster.address == m.group(1)
+        assert cluster.jobs_api_ready()
+        pids = cluster.processes()
+        assert pids
+        status = sim(home, "status")
+        assert f"r1: running on {cluster.address} (Jobs API ready" in status.stdout
+        again = sim(home, "up", "--clusters", "1", "--cpus", "1")
+        assert "already running" in again.stdout and cluster.processes()
+    finally:
+        down = sim(home, "down")
+        status = sim(home, "status")
+        shutil.rmtree(home, ignore_errors=True)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "stopped 1 running cluster(s)" in down.stdout
+    assert cluster.processes() == []
+    assert all(not Path(f"/proc/{pid}").exists() or _zombie(pid) for pid in pids)
+    assert "r1: stopped" in status.stdout
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return raw[raw.rindex(")") + 2:].split()[0] in ("Z", "X")
