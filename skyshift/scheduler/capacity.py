@@ -174,7 +174,9 @@ class Ledger:
         if q is not None and any(req.fits_in(cap) for cap in q.caps) and not q.room.fit(
             queue_charge(req)
         ):
-            why += f"; its queue is full ({q.jobs} jobs waiting)"
+            # no count of the jobs waiting here: this text is the pending job's status, and a
+            # reason that changed every round would rewrite every pending job every round
+            why += "; its queue is full"
         return why
 
     def _holds_at_start(self, cluster: str, req: Resources) -> int:
