@@ -149,7 +149,6 @@ exit 44
 """
 _RESOLVE_SH = 'cd && mkdir -p -- "$1" && cd -- "$1" && pwd -P'
 _LOGS_MISSING = 44
-PENDING_FRESH = 5.0  # seconds a listing's view of the queue serves state() (see _pending_jobs)
 
 
 class SlurmManager:
@@ -185,9 +184,6 @@ class SlurmManager:
         self._hidden: Counter[str] = Counter()
         self._listings: list[set[str]] = []
         self._deleted: set[int] = set()  # job ids cancelled by delete(): never listed again
-        # the jobs pending in the last full squeue (with when that squeue started), for the
-        # next state(): the queue it reports is then never older than the replicas listed
-        self._pending: tuple[float, list[PendingJob]] | None = None
 
     @property
     def poll_interval(self) -> float:
@@ -224,8 +220,9 @@ class SlurmManager:
     async def state(self) -> ClusterState:
         await self.connect()
         # The queue is read BEFORE the nodes: a job pending then that starts before sinfo is
-        # counted twice (harmless), never in neither. A listing's squeue (replicas(), which the
-        # sync calls just before) serves, so a replica reported Pending is always in the queue.
+        # counted twice (harmless), never in neither. Its own squeue, not the listing's: the
+        # sync lists replicas first, and one submitted after the listing's squeue (listed
+        # Pending from its record) must be in the queue reported with it.
         pending = await self._pending_jobs() if self.config.queue_depth > 0 else []
         doc = load_json(await self._cmd(["sinfo", "--json"]), f"sinfo on cluster {self.name}")
         self._detect_pyslurm(doc)
@@ -264,10 +261,7 @@ class SlurmManager:
         return not self.partition or not job.partitions or self.partition in job.partitions
 
     async def _pending_jobs(self) -> list[PendingJob]:
-        """The jobs pending now: those of the last listing if it is recent, else a squeue."""
-        snap, self._pending = self._pending, None
-        if snap is not None and time.monotonic() - snap[0] < PENDING_FRESH:
-            return snap[1]
+        """Every job pending in Slurm's queue now (anyone's)."""
         text = await self._cmd(squeue_argv(states="PENDING"), what="squeue")
         return parse_squeue(text)[2]
 
@@ -382,16 +376,13 @@ class SlurmManager:
         Slurm showed (any job)."""
         if (ids is not None and not ids) or (names is not None and not names):
             return [], 0
-        started = time.monotonic()
         try:
             text = await self._cmd(squeue_argv(names, ids), what="squeue")
         except NotFound:  # --jobs naming only ids slurmctld no longer holds
             return [], 0
-        jobs, max_id, pending = parse_squeue(text)
+        jobs, max_id, _ = parse_squeue(text)
         if names is None and ids is None:  # forget tombstones of jobs Slurm no longer shows
             self._deleted &= {j.job_id for j in jobs}
-            if self._pending is None or self._pending[0] <= started:
-                self._pending = (started, pending)
         return jobs, max_id
 
     async def _records(self, names: list[str] | None = None,

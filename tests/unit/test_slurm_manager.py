@@ -477,38 +477,27 @@ async def test_delete_job_reads_only_that_jobs_records(
 # ---- the queue (issue #16) ------------------------------------------------------------------
 
 
-async def test_state_reports_the_queue_from_the_listing_before_it(
+async def test_state_reports_every_pending_request_read_before_the_nodes(
     manager: SlurmManager, runner: FakeRunner
 ) -> None:
-    """The sync lists replicas, then asks for state: the queue comes from that listing's squeue
-    (no second squeue), and counts every pending job's request, SkyShift's or not."""
+    """The queue counts every pending job's request, SkyShift's or not, from a squeue of its
+    own that runs before sinfo (so a job starting in between is counted twice, never not at
+    all), also right after a listing (a replica submitted after the listing's squeue is listed
+    Pending from its record and must be in the queue)."""
     foreign = job("rec-abcdef12-8", 60, "PENDING", uid="other-uid")
     foreign.update(comment="", name="theirs", tres_req_str="cpu=3,mem=1G,node=1")
     runner.jobs = [job("rec-abcdef12-1", 50, "RUNNING"), job("rec-abcdef12-2", 51, "PENDING"),
                    foreign]
     await manager.connect()
     await manager.replicas()
-    before = len(runner.squeue_calls())
-    state = await manager.state()
-    assert len(runner.squeue_calls()) == before
-    assert state.queue is not None
-    assert state.queue.jobs == 2
-    assert state.queue.queued == Resources(4 + 3, 400 + 1024)  # template 5 asks 4 cpus, 400M
-    assert state.queue.limit == Resources(8, 8000, 4, {"simgpu": 4})  # depth 1 x two nodes
-
-
-async def test_state_alone_reads_the_queue_before_the_nodes(
-    manager: SlurmManager, runner: FakeRunner
-) -> None:
-    runner.jobs = [job("rec-abcdef12-2", 51, "PENDING")]
-    await manager.connect()
     runner.calls.clear()
     state = await manager.state()
     order = [c for c in runner.calls if "squeue" in c[:3] or c[:2] == ["sinfo", "--json"]]
     assert "--states=PENDING" in order[0] and order[1][:2] == ["sinfo", "--json"]
-    assert state.queue is not None and state.queue.jobs == 1
-    await manager.state()  # the snapshot is used once: the next state() reads the queue again
-    assert len(runner.squeue_calls()) == 2
+    assert state.queue is not None
+    assert state.queue.jobs == 2
+    assert state.queue.queued == Resources(4 + 3, 400 + 1024)  # template 5 asks 4 cpus, 400M
+    assert state.queue.limit == Resources(8, 8000, 4, {"simgpu": 4})  # depth 1 x two nodes
 
 
 async def test_queue_depth_zero_reports_no_queue(runner: FakeRunner) -> None:
