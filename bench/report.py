@@ -365,10 +365,12 @@ def section_generic(name: str, data: dict[str, Any], images: list[str], lead: st
             rows.append([prefix, value])
 
     walk("", {k: v for k, v in data.items() if k != "stdout"})
+    if isinstance(data.get("note"), str) and not lead:  # what the figures mean, from the run
+        lead = data["note"].strip() + "\n\n"
     text = f"## {name} (bench/{name}.py)\n\n" + lead
     text += "".join(f"![{name}](../bench/results/{img})\n\n" for img in images)
     if rows:
-        text += table(["figure", "value"], rows[:60]) + "\n"
+        text += table(["figure", "value"], rows[:80]) + "\n"
     elif data.get("stdout"):
         text += "```\n" + data["stdout"].strip() + "\n```\n"
     return text

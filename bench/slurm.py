@@ -10,7 +10,9 @@ Slurm adapter), beside the same work submitted straight with ``sbatch`` in the s
 2. draining ``--drain`` short jobs (``--command``, default ``sleep 1``): from the first submission
    until every job has finished, SkyShift (POSTs from ``--concurrency`` clients, until every Job
    is Succeeded or Failed) against ``sbatch`` (same concurrency, until squeue shows every job
-   finished); the ratio SkyShift/sbatch.
+   finished); the ratio SkyShift/sbatch. SkyShift hands Slurm jobs beyond its free CPUs up to
+   the cluster's queue bound (``queue_depth``, default one capacity's worth; recorded as
+   ``sim.queue_limit_cpus``), so Slurm starts the next job as soon as one ends.
 
 The original SkyShift, measured on a single-node Slurm 22.05 (reference/skyshift-original.md):
 submit -> RUNNING p50 3.15 s (20 jobs one at a time), and a burst of 50 one-second jobs drained
@@ -331,6 +333,9 @@ async def run(args: argparse.Namespace, url: str, home: Path, sim: SimSlurmClust
         await sky.attach(sim, tmp / "skyshift")
         log(f"cluster {CLUSTER}: {len(sim.nodes)} nodes x {sim.node_cpus} CPUs ({slots} "
             f"one-CPU jobs at once), attached and Ready")
+        queue = ((await api.get("clusters", CLUSTER)).get("status") or {}).get("queue") or {}
+        # how much SkyShift may keep waiting in Slurm's own queue (the adapter's queue_depth)
+        out["sim"]["queue_limit_cpus"] = float((queue.get("limit") or {}).get("cpus", 0.0))
 
         lat = await sky.latency(args.latency_jobs, args.latency_command)
         out["skyshift_submit_to_running"] = figures(lat)

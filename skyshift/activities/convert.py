@@ -25,7 +25,7 @@ from skyshift.activities.types import (
 from skyshift.models.job import Job
 from skyshift.models.meta import now_iso
 from skyshift.models.quantity import Resources
-from skyshift.scheduler.types import Expression, Filter, NodeInfo, Preference
+from skyshift.scheduler.types import Expression, Filter, NodeInfo, Preference, QueueInfo
 
 Obj = dict[str, Any]
 COUNT_STATES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
@@ -152,7 +152,22 @@ def manager_config(obj: Obj) -> tuple[str, dict[str, Any]]:
 
 def nodes_from_status(status: Obj) -> list[NodeInfo]:
     alloc = status.get("allocatable") or {}
-    return [NodeInfo(name, Resources.from_dict(res)) for name, res in sorted(alloc.items())]
+    cap = status.get("capacity") or {}
+    return [NodeInfo(name, Resources.from_dict(res),
+                     Resources.from_dict(cap[name]) if name in cap else None)
+            for name, res in sorted(alloc.items())]
+
+
+def queue_from_status(status: Obj) -> QueueInfo | None:
+    """A batch cluster's queue as the skylet wrote it (``status.queue``): room = limit minus
+    what pends there. None for a cluster without one."""
+    queue = status.get("queue")
+    if not isinstance(queue, dict):
+        return None
+    limit = Resources.from_dict(queue.get("limit"))
+    queued = Resources.from_dict(queue.get("queued"))
+    jobs = queue.get("jobs", 0)
+    return QueueInfo(limit - queued, int(jobs) if isinstance(jobs, int) else 0)
 
 
 def counts_of(updates: list[ReplicaUpdate]) -> dict[str, int]:

@@ -22,7 +22,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift.activities.clusters import heartbeating
-from skyshift.activities.convert import nodes_from_status
+from skyshift.activities.convert import nodes_from_status, queue_from_status
 from skyshift.activities.store import uid_of, update_status
 from skyshift.activities.types import (
     CONTROL_QUEUE,
@@ -43,7 +43,8 @@ from skyshift.activities.types import (
 from skyshift.metrics import PLACEMENT_LATENCY
 from skyshift.models.quantity import Resources
 from skyshift.scheduler import schedule_batch
-from skyshift.scheduler.types import ClusterInfo, Decision, FilterPolicyInfo, NodeInfo
+from skyshift.scheduler.capacity import queue_charge
+from skyshift.scheduler.types import ClusterInfo, Decision, FilterPolicyInfo, NodeInfo, QueueInfo
 from skyshift.store import NotFound, ObjectStore
 
 log = logging.getLogger(__name__)
@@ -51,21 +52,30 @@ Obj = dict[str, Any]
 FOLLOW_UP_CONCURRENCY = 64
 
 
-def subtract_reservations(nodes: list[NodeInfo], held: list[Reservation]) -> list[NodeInfo]:
-    """Free capacity per node once ``held`` reservations are taken (best fit per replica, as
-    the scheduler's ledger does; what fits nowhere is taken from the emptiest node)."""
+def subtract_reservations(
+    nodes: list[NodeInfo], held: list[Reservation], queue: QueueInfo | None = None
+) -> tuple[list[NodeInfo], QueueInfo | None]:
+    """Free capacity per node (and the batch queue's room) once ``held`` reservations are
+    taken: best fit per replica, as the scheduler's ledger does; a replica no node has free
+    waits in the queue when there is one (placed there, or the nodes filled up since), else it
+    is taken from the emptiest node."""
     free = {n.name: n.free for n in nodes}
+    room, jobs = (queue.room, queue.jobs) if queue is not None else (Resources(), 0)
     for r in held:
         for _ in range(r.count):
             fits = [name for name, f in free.items() if r.per_replica.fits_in(f)]
             if fits:
                 name = min(fits, key=lambda n: (free[n].cpus, free[n].memory, n))
+            elif queue is not None:
+                room, jobs = room - queue_charge(r.per_replica), jobs + 1
+                continue
             elif free:
                 name = max(free, key=lambda n: (free[n].cpus, free[n].memory, n))
             else:
                 break
             free[name] = free[name] - r.per_replica
-    return [NodeInfo(name, _clamp(f)) for name, f in free.items()]
+    out = [NodeInfo(n.name, _clamp(free[n.name]), n.capacity) for n in nodes]
+    return out, (QueueInfo(_clamp(room), jobs) if queue is not None else None)
 
 
 def _clamp(r: Resources) -> Resources:
@@ -80,11 +90,12 @@ def cluster_infos(objs: list[Obj], reservations: list[Reservation]) -> list[Clus
         name = str(meta.get("name"))
         ready = status.get("phase") == "Ready" and not meta.get("deletionTimestamp")
         held = [r for r in reservations if r.cluster == name]
-        nodes = subtract_reservations(nodes_from_status(status), held)
+        nodes, queue = subtract_reservations(nodes_from_status(status), held,
+                                             queue_from_status(status))
         manager = str((obj.get("spec") or {}).get("manager") or "")
         # labels the manager reports (status.labels, e.g. slurm/partition) under the user's
         labels = {**(status.get("labels") or {}), **(meta.get("labels") or {})}
-        out.append(ClusterInfo(name, labels, ready, nodes, manager))
+        out.append(ClusterInfo(name, labels, ready, nodes, manager, queue))
     return out
 
 

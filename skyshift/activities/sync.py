@@ -10,7 +10,8 @@ cluster, not per job) and turns differences into the few writes and signals that
   so reaching Running costs the job no workflow round trip).
 * The scheduler is signalled when capacity is freed or when new replicas show up in the
   allocatable it reads, with how many per job (so it drops its reservations for exactly those:
-  a job's replicas may appear over several rounds).
+  a job's replicas may appear over several rounds). A batch cluster's queue (``status.queue``:
+  its bound and what pends there) is written the same way; room in it counts as freed capacity.
 * Unreachable for longer than ``lost_after``: phase Error, and every job with live replicas here
   is told "lost" so it fails over. Back again: phase Ready, the jobs are told "recovered" (they
   delete what moved away), and replicas of jobs that no longer exist are removed.
@@ -77,8 +78,32 @@ def node_dict(r: Resources) -> dict[str, Any]:
             "accelerators": dict(r.accelerators)}
 
 
+def queue_dict(state: ClusterState) -> dict[str, Any] | None:
+    """``status.queue`` of a batch cluster (None for the others)."""
+    q = state.queue
+    if q is None:
+        return None
+    return {"limit": node_dict(q.limit), "queued": node_dict(q.queued), "jobs": q.jobs}
+
+
+QUEUE_ROOM = " queue"  # the queue's room beside the nodes ``freed`` compares (no node has a
+# name starting with a space)
+
+
+def queue_room(queue: dict[str, Any] | None) -> dict[str, Any]:
+    """Limit minus queued of a ``queue_dict``, in the shape ``freed`` compares (one "node")."""
+    if queue is None:
+        return {}
+    limit, queued = queue["limit"], queue["queued"]
+    acc = {k: v - queued["accelerators"].get(k, 0) for k, v in limit["accelerators"].items()}
+    return {QUEUE_ROOM: {"cpus": limit["cpus"] - queued["cpus"],
+                       "memory": limit["memory"] - queued["memory"],
+                       "gpus": limit["gpus"] - queued["gpus"], "accelerators": acc}}
+
+
 def freed(before: dict[str, Any] | None, after: dict[str, Any]) -> bool:
-    """True when some node has more of something free than before (or is new)."""
+    """True when some node (or a batch queue) has more of something free than before (or is
+    new)."""
     if before is None:
         return True
     for node, res in after.items():
@@ -185,6 +210,7 @@ class Syncer:
         cap = {n.name: node_dict(n.capacity) for n in state.nodes} if state else None
         alloc = {n.name: node_dict(n.allocatable) for n in state.nodes} if state else None
         labels = dict(state.labels) if state else None
+        queue = queue_dict(state) if state else None
         refresh = time.monotonic() - self.last_write >= self.cfg.heartbeat_write
 
         def mutate(obj: Obj) -> Obj | None:
@@ -198,6 +224,10 @@ class Syncer:
             new = dict(status, phase=phase, message=message)
             if cap is not None and alloc is not None:
                 new["capacity"], new["allocatable"] = cap, alloc
+                if queue is not None:
+                    new["queue"] = queue
+                else:
+                    new.pop("queue", None)
             if labels is not None:
                 new["labels"] = labels
             if new == status and not refresh:
@@ -209,6 +239,7 @@ class Syncer:
         if await update_status(self.acts.store, "clusters", inp.cluster, None, mutate) and refresh:
             self.last_write = time.monotonic()
         if alloc is not None:
+            alloc = {**alloc, **queue_room(queue)}
             self.gained = freed(self.last_alloc, alloc)
             self.last_alloc = alloc
 

@@ -21,6 +21,15 @@ Config (``Cluster.spec.config``)::
                       cancelled jobs' resources [default 15]
     sbatch_concurrency
                       at most this many sbatch commands at once per cluster [default 8]
+    queue_depth       how much work SkyShift may keep waiting in Slurm's queue beyond the free
+                      capacity, as a multiple of the partition's usable capacity; every job
+                      pending there counts, SkyShift's or not [default 1; 0: never queue]
+
+The queue: ``state()`` reports the requests of the jobs pending in the partition (``squeue``'s
+``tres-alloc``) and the bound (``QueueState``), so the scheduler can place a job here although
+no node has room yet: Slurm then starts it the moment a job ends, instead of the node idling
+for a whole SkyShift round trip (sync, scheduler, submit). What is pending here is counted in the
+scheduler's view, so SkyShift never promises more than the free capacity plus the bound.
 
 How replicas map onto Slurm: one batch job per replica, ``--job-name=<replica name>`` and
 ``--comment=skyshift:v1;uid=..;ns=..;job=..;rank=..;attempt=..`` (the marker: jobs without it are
@@ -79,7 +88,7 @@ from skyshift.compat.slurm_parse import (
     validate_spec,
 )
 from skyshift.compat.slurm_runner import LocalRunner, Result, SshRunner
-from skyshift.compat.slurm_squeue import parse_squeue, squeue_argv
+from skyshift.compat.slurm_squeue import PendingJob, parse_squeue, squeue_argv
 from skyshift.compat.types import (
     FAILED,
     PENDING,
@@ -87,9 +96,11 @@ from skyshift.compat.types import (
     ClusterState,
     ExecResult,
     NodeState,
+    QueueState,
     ReplicaSpec,
     ReplicaStatus,
 )
+from skyshift.models.quantity import Resources
 
 _RECORDS_SH = (
     'cd "$1" 2>/dev/null || exit 0; '
@@ -208,6 +219,11 @@ class SlurmManager:
 
     async def state(self) -> ClusterState:
         await self.connect()
+        # The queue is read BEFORE the nodes: a job pending then that starts before sinfo is
+        # counted twice (harmless), never in neither. Its own squeue, not the listing's: the
+        # sync lists replicas first, and one submitted after the listing's squeue (listed
+        # Pending from its record) must be in the queue reported with it.
+        pending = await self._pending_jobs() if self.config.queue_depth > 0 else []
         doc = load_json(await self._cmd(["sinfo", "--json"]), f"sinfo on cluster {self.name}")
         self._detect_pyslurm(doc)
         nodes = self._in_partition(parse_nodes(doc))
@@ -224,7 +240,30 @@ class SlurmManager:
             message=message if nodes else f"no nodes in partition {self.partition}",
             nodes=[NodeState(n.name, n.capacity, n.allocatable) for n in nodes],
             labels=labels,
+            queue=self._queue(usable, pending) if self.config.queue_depth > 0 else None,
         )
+
+    def _queue(self, usable: list[SlurmNode], pending: list[PendingJob]) -> QueueState:
+        """The bound (``queue_depth`` x the usable capacity) and what pends in the partition."""
+        depth = self.config.queue_depth
+        total = Resources()
+        for n in usable:
+            total = total + n.capacity
+        limit = Resources(total.cpus * depth, total.memory * depth, int(total.gpus * depth),
+                          {k: int(v * depth) for k, v in total.accelerators.items()})
+        mine = [p for p in pending if self._in_queue(p)]
+        queued = Resources()
+        for p in mine:
+            queued = queued + p.request
+        return QueueState(limit, queued, len(mine))
+
+    def _in_queue(self, job: PendingJob) -> bool:
+        return not self.partition or not job.partitions or self.partition in job.partitions
+
+    async def _pending_jobs(self) -> list[PendingJob]:
+        """Every job pending in Slurm's queue now (anyone's)."""
+        text = await self._cmd(squeue_argv(states="PENDING"), what="squeue")
+        return parse_squeue(text)[2]
 
     async def submit(self, replicas: list[ReplicaSpec]) -> list[ReplicaStatus]:
         for spec in replicas:
@@ -341,7 +380,7 @@ class SlurmManager:
             text = await self._cmd(squeue_argv(names, ids), what="squeue")
         except NotFound:  # --jobs naming only ids slurmctld no longer holds
             return [], 0
-        jobs, max_id = parse_squeue(text)
+        jobs, max_id, _ = parse_squeue(text)
         if names is None and ids is None:  # forget tombstones of jobs Slurm no longer shows
             self._deleted &= {j.job_id for j in jobs}
         return jobs, max_id

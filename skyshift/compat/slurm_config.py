@@ -32,6 +32,7 @@ class SlurmConfig:
     command_timeout: float = 60.0
     delete_wait: float = 15.0
     sbatch_concurrency: int = 8
+    queue_depth: float = 1.0
     labels: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -61,6 +62,9 @@ class SlurmConfig:
             raise Permanent(
                 f"slurm cluster {name}: container_runtime must be apptainer or singularity"
             )
+        depth = number("queue_depth", 1.0, 0.0)
+        if not depth <= 100:
+            raise Permanent(f"slurm cluster {name}: queue_depth must be a number 0-100")
         port = config.get("port", 22)
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
             raise Permanent(f"slurm cluster {name}: port must be an integer 1-65535")
@@ -83,5 +87,6 @@ class SlurmConfig:
             command_timeout=number("command_timeout", 60.0, 1.0),
             delete_wait=number("delete_wait", 15.0, 0.0),
             sbatch_concurrency=int(number("sbatch_concurrency", 8, 1)),
+            queue_depth=depth,
             labels={str(k): str(v) for k, v in labels.items()},
         )

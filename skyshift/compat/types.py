@@ -95,6 +95,20 @@ class NodeState:
 
 
 @dataclass
+class QueueState:
+    """A batch manager's own queue (Slurm): what waits in it, and how much SkyShift may add.
+
+    SkyShift may place work on such a cluster beyond its free capacity, up to ``limit`` of
+    pending requests, so the cluster starts the next job the moment one ends instead of idling
+    for a SkyShift round trip. ``queued`` counts every pending job's request (SkyShift's or
+    not): the scheduler promises at most free capacity plus ``limit - queued``."""
+
+    limit: Resources = field(default_factory=Resources)
+    queued: Resources = field(default_factory=Resources)
+    jobs: int = 0  # jobs pending in it now
+
+
+@dataclass
 class ClusterState:
     """Health and capacity of a whole cluster, from one call."""
 
@@ -102,6 +116,7 @@ class ClusterState:
     message: str = ""
     nodes: list[NodeState] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)  # e.g. partition or region
+    queue: QueueState | None = None  # None: the manager keeps no queue of its own
 
     def capacity(self) -> Resources:
         total = Resources()

@@ -92,11 +92,22 @@ class NodeResources(StrictModel):
     accelerators: dict[str, int] = Field(default_factory=dict)
 
 
+class ClusterQueue(StrictModel):
+    """A batch cluster's own queue (Slurm): at most ``limit`` of pending requests, of which
+    ``queued`` (``jobs`` jobs, anyone's) pend there now. SkyShift may place work there beyond
+    the free capacity while there is room, so the cluster never idles between two jobs."""
+
+    limit: NodeResources = Field(default_factory=NodeResources)
+    queued: NodeResources = Field(default_factory=NodeResources)
+    jobs: int = 0
+
+
 class ClusterStatus(StrictModel):
     phase: ClusterPhase = "Init"
     message: str = ""
     capacity: dict[str, NodeResources] = Field(default_factory=dict)
     allocatable: dict[str, NodeResources] = Field(default_factory=dict)
+    queue: ClusterQueue | None = None  # batch managers only (Slurm)
     # what the cluster's manager reports about itself (e.g. slurm/partition); placement filters
     # see them beside metadata.labels, which win on a clash
     labels: dict[str, str] = Field(default_factory=dict)

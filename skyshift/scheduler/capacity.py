@@ -5,8 +5,13 @@ resources, so a cluster with two 2-cpu nodes cannot take a 3-cpu replica. Every 
 a batch is subtracted here before the next job is looked at, which is what keeps one batch (and so
 a burst of concurrent submissions) from overcommitting a cluster. The numbers are kept in small
 mutable records rather than ``Resources`` values because this loop is the scheduler's hot path.
+
+A batch cluster (``ClusterInfo.queue``) also has room in its own queue: replicas that fit some
+node's capacity may wait there, each charged ``queue_charge`` against the room, so a batch never
+queues more than the cluster's bound either.
 """
 
+import math
 from collections.abc import Sequence
 
 from skyshift.models.quantity import Resources
@@ -76,6 +81,23 @@ def describe(req: Resources) -> str:
     return ", ".join(parts) or "nothing"
 
 
+def queue_charge(req: Resources) -> Resources:
+    """What one replica waiting in a batch queue counts against the queue's bound: its request
+    in whole CPUs, at least one (Slurm gives every job that much; a request for nothing must
+    not fit an unbounded number of times)."""
+    cpus = max(1.0, float(math.ceil(req.cpus - EPS)))
+    return req if cpus == req.cpus else Resources(cpus, req.memory, req.gpus, req.accelerators)
+
+
+class _Queue:
+    __slots__ = ("caps", "jobs", "room")
+
+    def __init__(self, name: str, room: Resources, jobs: int, caps: list[Resources]) -> None:
+        self.room = _Node(name, room)
+        self.jobs = jobs
+        self.caps = caps
+
+
 class Ledger:
     """Free capacity per cluster and node, as it stands after this batch's reservations."""
 
@@ -83,12 +105,38 @@ class Ledger:
         self._nodes: dict[str, list[_Node]] = {}
         self._initial: dict[str, list[_Node]] = {}
         self._initial_holds: dict[tuple[str, tuple[object, ...]], int] = {}
+        self._queues: dict[str, _Queue] = {}
         for c in clusters:
             if c.name in self._nodes:
                 continue  # duplicate name: the first one wins
             ordered = sorted(c.nodes, key=lambda n: n.name)
             self._nodes[c.name] = [_Node(n.name, n.free) for n in ordered]
             self._initial[c.name] = [_Node(n.name, n.free) for n in ordered]
+            if c.queue is not None:
+                caps = [n.capacity if n.capacity is not None else n.free for n in ordered]
+                self._queues[c.name] = _Queue(c.name, c.queue.room, c.queue.jobs, caps)
+
+    def queue_fit(self, cluster: str, req: Resources) -> int:
+        """Replicas of ``req`` the cluster's queue still takes (0 without a queue, or when no
+        node of the cluster could ever run one)."""
+        q = self._queues.get(cluster)
+        if q is None or not any(req.fits_in(cap) for cap in q.caps):
+            return 0
+        return q.room.fit(queue_charge(req))
+
+    def queue_jobs(self, cluster: str) -> int:
+        """Jobs waiting in the cluster's queue, those queued by this batch included."""
+        q = self._queues.get(cluster)
+        return q.jobs if q is not None else 0
+
+    def enqueue(self, cluster: str, req: Resources, replicas: int) -> int:
+        """Queue ``replicas`` copies of ``req`` on ``cluster``; returns the jobs ahead of them."""
+        q = self._queues[cluster]
+        if q.room.fit(queue_charge(req)) < replicas:
+            raise ValueError(f"the queue of cluster {cluster} cannot hold {replicas} replicas")
+        q.room.take(queue_charge(req), replicas)
+        ahead, q.jobs = q.jobs, q.jobs + replicas
+        return ahead
 
     def fit_counts(self, cluster: str, req: Resources) -> list[int]:
         """Replicas of ``req`` each node of ``cluster`` still holds (node-name order)."""
@@ -122,6 +170,13 @@ class Ledger:
         initial = self._holds_at_start(cluster, req)
         if initial > holds:
             why += " (free capacity was reserved by jobs placed earlier in this batch)"
+        q = self._queues.get(cluster)
+        if q is not None and any(req.fits_in(cap) for cap in q.caps) and not q.room.fit(
+            queue_charge(req)
+        ):
+            # no count of the jobs waiting here: this text is the pending job's status, and a
+            # reason that changed every round would rewrite every pending job every round
+            why += "; its queue is full"
         return why
 
     def _holds_at_start(self, cluster: str, req: Resources) -> int:

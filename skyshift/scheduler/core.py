@@ -18,6 +18,10 @@ Semantics:
 * Spread. Feasible clusters are ranked (preference weights, then headroom, then name); the top
   one gets as many replicas as its nodes hold, the rest spill to the next, and so on. A job that
   fits in the best cluster stays there; 12 replicas over three clusters holding 4 each go 4/4/4.
+* Batch queues. A batch cluster (Slurm) may also take replicas into its own queue, up to its
+  bound (``ClusterInfo.queue``), so it starts the next job as soon as one ends. Only what free
+  capacity anywhere cannot take right now is queued (preferred cluster first, then the one with
+  the fewest jobs waiting); the message says where and behind how many jobs it waits.
 * Explanations. Every cluster a job did not use, or that could not take all of it, gets a reason
   in ``Decision.reasons``; ``Decision.message`` is a one-line summary.
 """
@@ -83,17 +87,18 @@ def place_job(
             continue
         per_node = ledger.fit_counts(cluster.name, req)
         holds = sum(per_node)
-        if holds == 0:
+        queue = ledger.queue_fit(cluster.name, req)
+        if holds == 0 and queue == 0:
             reasons[cluster.name] = ledger.explain(cluster.name, req, job.replicas, 0)
             continue
         counts[cluster.name] = per_node
-        scores.append(ClusterScore(cluster.name, preference_score(job, cluster), holds))
+        scores.append(ClusterScore(cluster.name, preference_score(job, cluster), holds, queue))
     ranked = rank(scores)
 
-    room = sum(s.headroom for s in ranked)
+    room = sum(s.headroom + s.queue for s in ranked)
     if room < job.replicas:
         for s in ranked:
-            reasons[s.name] = ledger.explain(s.name, req, job.replicas, s.headroom)
+            reasons[s.name] = ledger.explain(s.name, req, job.replicas, s.headroom + s.queue)
         reasons = dict(sorted(reasons.items()))
         message = pending_message(job.replicas, len(clusters), room, reasons)
         if notes := missing_included(governing, {c.name for c in clusters}):
@@ -102,20 +107,35 @@ def place_job(
 
     assignments: dict[str, int] = {}
     left = job.replicas
-    for s in ranked:
-        if left == 0:
-            used = ", ".join(assignments)
-            reasons[s.name] = f"not needed: higher-ranked {used} took all {job.replicas} replicas"
+    for s in ranked:  # free capacity first, wherever it is
+        if left == 0 or s.headroom == 0:
             continue
         n = min(s.headroom, left)
         ledger.reserve(s.name, req, n, counts[s.name])
         assignments[s.name] = n
-        if s.headroom < left:
+        if s.headroom < left and not s.queue:
             reasons[s.name] = f"room for only {n} of {job.replicas} replicas"
         left -= n
+    queued: list[str] = []
+    for s in sorted(ranked, key=lambda s: (-s.preference, ledger.queue_jobs(s.name),
+                                           -s.queue, s.name)):
+        if left == 0 or s.queue == 0:
+            continue
+        n = min(s.queue, left)
+        ahead = ledger.enqueue(s.name, req, n)
+        assignments[s.name] = assignments.get(s.name, 0) + n
+        queued.append(f"{n} queued in {s.name} behind {ahead} jobs" if n < job.replicas
+                      else f"queued in {s.name} behind {ahead} jobs")
+        left -= n
+    used = ", ".join(assignments)
+    for s in ranked:
+        if s.name not in assignments:
+            reasons[s.name] = f"not needed: higher-ranked {used} took all {job.replicas} replicas"
     spread = ", ".join(f"{name}={n}" for name, n in assignments.items())
-    return Decision(job.key, job.uid, assignments, dict(sorted(reasons.items())),
-                    f"placed {job.replicas} replicas: {spread}")
+    message = f"placed {job.replicas} replicas: {spread}"
+    if queued:
+        message += "; " + "; ".join(queued)
+    return Decision(job.key, job.uid, assignments, dict(sorted(reasons.items())), message)
 
 
 def missing_included(policies: Sequence[FilterPolicyInfo], known: set[str]) -> str:

@@ -99,6 +99,7 @@ class ClusterScore:
     name: str
     preference: int
     headroom: int  # replicas of this job the cluster's nodes still hold
+    queue: int = 0  # replicas of this job its batch queue still takes (beyond ``headroom``)
 
     def rank_key(self) -> tuple[int, int, str]:
         return (-self.preference, -self.headroom, self.name)

@@ -17,6 +17,19 @@ class NodeInfo:
 
     name: str
     free: Resources
+    capacity: Resources | None = None  # all it has (None: unknown, taken to be ``free``)
+
+
+@dataclass
+class QueueInfo:
+    """A batch cluster's own queue (Slurm): how much more may wait there, and how many wait.
+
+    ``room`` is the cluster's bound on queued work minus the requests pending there now and
+    the reservations not yet shown there; a replica may be placed in it when no node has it
+    free, if it fits some node's capacity (Slurm starts it when a job ends)."""
+
+    room: Resources
+    jobs: int = 0  # jobs waiting in that queue (anyone's, plus SkyShift's reserved ones)
 
 
 @dataclass
@@ -28,6 +41,7 @@ class ClusterInfo:
     ready: bool
     nodes: list[NodeInfo]
     manager: str = ""
+    queue: QueueInfo | None = None  # None: only free capacity is placed on
 
 
 @dataclass

@@ -399,6 +399,63 @@ async def test_replicas_spill_from_slurm_to_local_and_run_once(e2e: E2E) -> None
         assert f"==> {replica} <==\nrank {rank}\n" in logs
 
 
+# ---- 4b. beyond free capacity: Slurm's own queue, bounded --------------------------------------
+
+
+async def test_jobs_beyond_free_capacity_wait_in_slurms_queue_up_to_its_bound(e2e: E2E) -> None:
+    """With every CPU of e2e-slurm1 taken, new jobs are still handed to Slurm (so it starts
+    them the moment a CPU frees) while its queue has room (queue_depth 1: one capacity's worth,
+    here two whole-node jobs); they say where they wait. The next one stays queued in SkyShift,
+    saying the queue is full. All of them run once the filler goes."""
+    sim = e2e.sims[0]
+    cpus, nodes = float(sim.node_cpus), len(sim.nodes)
+    slurm = await e2e.get("clusters", "e2e-slurm1")
+    assert slurm and slurm["status"]["queue"]["limit"]["cpus"] == cpus * nodes
+    filler = e2e.job_name("filler")
+    await e2e.submit(filler, "sleep 600", ["e2e-slurm1"], cpus=cpus, replicas=nodes,
+                     restartPolicy="Never")
+    await e2e.phase("jobs", filler, "Running")
+    waiters = [e2e.job_name(f"waiter{i}") for i in range(nodes + 1)]
+    jobs = []
+    for name in waiters[:nodes]:  # one at a time, so each knows how many wait before it
+        jobs.append(await e2e.submit(name, "echo waited", ["e2e-slurm1"], cpus=cpus,
+                                     restartPolicy="Never"))
+        await e2e.phase("jobs", name, "Scheduled")
+    for i, (name, job) in enumerate(zip(waiters, jobs, strict=False)):
+        obj = await e2e.get("jobs", name)
+        assert obj is not None
+        status = obj["status"]
+        assert status["message"].endswith(f"queued in e2e-slurm1 behind {i} jobs"), status
+        assert status["placement"] == {"e2e-slurm1": 1}
+
+        async def pending_in_slurm(job: Obj = job) -> bool:
+            return [j["job_state"] for j in e2e.squeue_of(sim, job)] == ["PENDING"]
+
+        await e2e.wait(f"{name} PENDING in Slurm", pending_in_slurm)
+    await e2e.submit(waiters[-1], "echo waited", ["e2e-slurm1"], cpus=cpus,
+                     restartPolicy="Never")
+
+    async def told_full() -> Obj | None:
+        obj = await e2e.get("jobs", waiters[-1])
+        reasons = (obj or {}).get("status", {}).get("schedulerReasons") or {}
+        return obj if "its queue is full" in reasons.get("e2e-slurm1", "") else None
+
+    last = await e2e.wait(f"{waiters[-1]} pending: the queue is full", told_full)
+    assert last["status"]["phase"] == "Pending" and not last["status"].get("placement")
+
+    async def counted() -> Obj | None:
+        c = await e2e.get("clusters", "e2e-slurm1")
+        q = (c or {}).get("status", {}).get("queue") or {}
+        return q if q.get("jobs") == nodes and q["queued"]["cpus"] == cpus * nodes else None
+
+    await e2e.wait("the queued jobs in the cluster's status.queue", counted)
+    await e2e.delete("jobs", filler)
+    for name in waiters:
+        await e2e.phase("jobs", name, "Succeeded", timeout=120)
+    logs = await e2e.api.logs(waiters[0])
+    assert "waited" in logs
+
+
 # ---- 5. slurmctld away: Error, failover, recovery, cleanup ----------------------------------
 
 

@@ -265,3 +265,46 @@ async def test_ssh_unreachable_host_is_transient(
     manager = make_manager(**slurm_sshd.config(port=free_ports(1)[0]))
     with pytest.raises(Transient):
         await manager.connect()
+
+
+# ---- the queue SkyShift may fill (issue #16) ------------------------------------------------
+
+
+async def test_queue_counts_every_pending_request(
+    make_manager: Callable[..., SlurmManager], slurm_clusters: list[SimSlurmCluster],
+) -> None:
+    """With every CPU taken, replicas submitted anyway wait in Slurm's queue: state() reports
+    each pending job's request (SkyShift's and a foreign one, GPUs included; a held job not),
+    and the bound (queue_depth x the partition's capacity)."""
+    sim = slurm_clusters[0]
+    manager = make_manager(queue_depth=0.5)
+    env = {**os.environ, **sim.env}
+    fill = [make_spec("sleep 600", resources=Resources(cpus=sim.node_cpus, memory=100))
+            for _ in sim.nodes]
+    queued = [make_spec("sleep 600", resources=Resources(cpus=2, memory=500, gpus=1)),
+              make_spec("sleep 600", resources=Resources(
+                  cpus=1, memory=300, gpus=1, accelerators={sim.gpu_type: 1}))]
+    foreign: list[str] = []
+    try:
+        await manager.submit(fill)
+        for spec in fill:
+            await wait_state(manager, spec.name, RUNNING, deadline=DEADLINE)
+        await manager.submit(queued)
+        for args in (["--cpus-per-task=3", "--mem=1G"], ["--hold"]):
+            foreign.append(subprocess.run(
+                ["sbatch", "--parsable", "--output=/dev/null", *args, "--wrap", "sleep 600"],
+                capture_output=True, text=True, check=True, env=env).stdout.strip())
+        listing = {s.name: s.state for s in await manager.replicas()}
+        assert {listing[s.name] for s in queued} == {"Pending"}
+        state = await manager.state()
+        assert state.queue is not None
+        assert state.queue.jobs == 3
+        assert state.queue.queued == Resources(2 + 1 + 3, 500 + 300 + 1024, 2,
+                                               {sim.gpu_type: 1})
+        nodes = len(sim.nodes)
+        assert state.queue.limit == Resources(
+            sim.node_cpus * nodes * 0.5, sim.node_memory * nodes * 0.5,
+            sim.node_gpus * nodes // 2, {sim.gpu_type: sim.node_gpus * nodes // 2})
+    finally:
+        if foreign:
+            subprocess.run(["scancel", *foreign], check=False, env=env)

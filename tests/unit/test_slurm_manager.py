@@ -22,6 +22,7 @@ from skyshift.compat.slurm import SlurmManager
 from skyshift.compat.slurm_parse import ReplicaMeta
 from skyshift.compat.slurm_runner import Result, SshRunner
 from skyshift.compat.types import FAILED, PENDING, RUNNING, SUCCEEDED, ReplicaSpec
+from skyshift.models.quantity import Resources
 
 DATA = Path(__file__).parent / "test_slurm_data"
 SQUEUE = json.loads((DATA / "squeue.json").read_text())
@@ -60,7 +61,9 @@ def squeue_text(jobs: list[dict[str, Any]]) -> str:
     return "".join(
         f"{j['job_id']}|{j.get('exit_code', 0)}|{j['job_state']}|{j.get('state_reason') or 'None'}"
         f"|{t(j.get('submit_time'))}|{t(j.get('start_time'))}|{t(j.get('end_time'))}"
-        f"|{j.get('nodes') or ''}|{j['name']}|{j.get('comment') or '(null)'}\n"
+        f"|{j.get('nodes') or ''}|{j.get('partition') or ''}"
+        f"|{j.get('tres_alloc_str') or j.get('tres_req_str') or ''}|N/A|N/A"
+        f"|{j['name']}|{j.get('comment') or '(null)'}\n"
         for j in jobs
     )
 
@@ -97,8 +100,10 @@ class FakeRunner:
                 return Result(1, "", "slurm_load_jobs error: Unable to contact slurm controller "
                                      "(connect failure)\n")
             names, ids = flag(argv, "name"), flag(argv, "jobs")
+            wanted = flag(argv, "states")
             shown = [j for j in self.jobs if (names is None or j["name"] in names)
-                     and (ids is None or str(j["job_id"]) in ids)]
+                     and (ids is None or str(j["job_id"]) in ids)
+                     and (wanted in (None, ["all"]) or j["job_state"] in (wanted or []))]
             if ids is not None and not shown:
                 return Result(1, "", "slurm_load_jobs error: Invalid job id specified\n")
             return Result(0, squeue_text(shown), "")
@@ -328,6 +333,9 @@ async def test_never_fitting_request_is_permanent(manager: SlurmManager) -> None
     ({"container_runtime": "docker"}, "container_runtime"),
     ({"slurm_conf": 3}, "slurm_conf"),
     ({"sbatch_concurrency": 0}, "sbatch_concurrency"),
+    ({"queue_depth": -1}, "queue_depth"),
+    ({"queue_depth": 1e9}, "queue_depth"),
+    ({"queue_depth": "2"}, "queue_depth"),
 ])
 def test_bad_config_is_permanent(config: dict[str, Any], match: str) -> None:
     with pytest.raises(Permanent, match=match):
@@ -464,3 +472,36 @@ async def test_delete_job_reads_only_that_jobs_records(
     assert await manager.delete_job(UID) == ["rec-abcdef12-0"]
     assert not any("find . -maxdepth 1" in " ".join(c) for c in runner.calls)
     assert runner.records == ""
+
+
+# ---- the queue (issue #16) ------------------------------------------------------------------
+
+
+async def test_state_reports_every_pending_request_read_before_the_nodes(
+    manager: SlurmManager, runner: FakeRunner
+) -> None:
+    """The queue counts every pending job's request, SkyShift's or not, from a squeue of its
+    own that runs before sinfo (so a job starting in between is counted twice, never not at
+    all), also right after a listing (a replica submitted after the listing's squeue is listed
+    Pending from its record and must be in the queue)."""
+    foreign = job("rec-abcdef12-8", 60, "PENDING", uid="other-uid")
+    foreign.update(comment="", name="theirs", tres_req_str="cpu=3,mem=1G,node=1")
+    runner.jobs = [job("rec-abcdef12-1", 50, "RUNNING"), job("rec-abcdef12-2", 51, "PENDING"),
+                   foreign]
+    await manager.connect()
+    await manager.replicas()
+    runner.calls.clear()
+    state = await manager.state()
+    order = [c for c in runner.calls if "squeue" in c[:3] or c[:2] == ["sinfo", "--json"]]
+    assert "--states=PENDING" in order[0] and order[1][:2] == ["sinfo", "--json"]
+    assert state.queue is not None
+    assert state.queue.jobs == 2
+    assert state.queue.queued == Resources(4 + 3, 400 + 1024)  # template 5 asks 4 cpus, 400M
+    assert state.queue.limit == Resources(8, 8000, 4, {"simgpu": 4})  # depth 1 x two nodes
+
+
+async def test_queue_depth_zero_reports_no_queue(runner: FakeRunner) -> None:
+    m = SlurmManager("c1", {"workdir": "w", "queue_depth": 0})
+    m.runner = runner  # type: ignore[assignment]
+    state = await m.state()
+    assert state.queue is None and not runner.squeue_calls()

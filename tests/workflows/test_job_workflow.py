@@ -149,6 +149,33 @@ async def test_failover_replaces_elsewhere_and_cleans_up(workflow_env: WorkflowE
         assert await h.result() == "Succeeded"
 
 
+async def test_replicas_queued_in_a_lost_cluster_move_like_running_ones(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """Issue #16: a batch cluster may hold replicas in its own queue (Pending there); when it
+    is lost they move elsewhere just as running ones do, and are cleaned up when it returns."""
+    fakes, a, b = Fakes(), unique("a"), unique("b")
+    async with workers(workflow_env.client, fakes, [a, b]) as q:
+        inp = job(replicas=2)
+        h = await start(workflow_env.client, q, inp)
+        await place(h, fakes, 1, {a: 2})
+        await fakes.wait_for("submit_replicas")
+        await report(h, inp, a, 0, 0, "Running")
+        await report(h, inp, a, 1, 0, "Pending")  # waiting in the cluster's queue
+        await h.signal(SIG_CLUSTER, ClusterEvent(a, "lost", "gone"))
+        again = (await fakes.wait_for("enqueue_job", 2))[1]
+        assert again.request.replicas == 2 and again.current == {}
+        await h.signal(SIG_PLACED, Placement(again.seq, {b: 2}))
+        moved = (await fakes.wait_for("submit_replicas", 2))[1]
+        assert moved.cluster == b and [s.rank for s in moved.replicas] == [0, 1]
+        await h.signal(SIG_CLUSTER, ClusterEvent(a, "recovered"))
+        cleanup = (await fakes.wait_for("delete_replicas"))[0]
+        assert cleanup.cluster == a and len(cleanup.names) == 2
+        for rank in (0, 1):
+            await report(h, inp, b, rank, 0, "Succeeded", 0)
+        assert await h.result() == "Succeeded"
+
+
 async def test_scaling_up_and_down(workflow_env: WorkflowEnvironment) -> None:
     fakes, a = Fakes(), unique("a")
     async with workers(workflow_env.client, fakes, [a]) as q:
