@@ -84,6 +84,7 @@ with workflow.unsafe.imports_passed_through():
 TERMINAL = ("Succeeded", "Failed")
 STATUS_FIRST_PATCH = "write-status-before-enqueue"
 OWNER_PATCH = "tell-owner-when-ended"
+EARLY_PLACEMENT_PATCH = "placement-before-its-enqueue"
 
 
 @workflow.defn(name="JobWorkflow")
@@ -98,6 +99,8 @@ class JobWorkflow:
         if inp.state is None and inp.phase not in TERMINAL:
             self.s.replicas = [ReplicaRecord(r) for r in range(self.t.replicas)]
         self.placements: list[Placement] = []
+        # placements for an enqueue this run has not made yet (see _enqueue)
+        self.early: list[Placement] = []
         self.reports: list[ReplicaReport] = []
         self.events: list[ClusterEvent] = []
         self.results: list[tuple[str, SubmitResult]] = []
@@ -195,7 +198,10 @@ class JobWorkflow:
         """Fold every buffered signal and submit result into the state (pure bookkeeping)."""
         now = workflow.now().timestamp()
         for p in self.placements:
-            js.assign(self.s, p)
+            if p.seq > self.s.seq:
+                self.early.append(p)
+            else:
+                js.assign(self.s, p)
         for cluster, result in self.results:
             for u in result.updates:
                 self._apply(cluster, u, now)
@@ -270,6 +276,16 @@ class JobWorkflow:
     async def _enqueue(self, now: float) -> None:
         self.s.seq += 1
         self.s.awaiting, self.s.requested_at = self.s.seq, now
+        # A workflow task that timed out after its enqueue_job local activity ran leaves no
+        # marker: the scheduler has the request and may have answered before the task is
+        # retried. Its placement then arrives before this enqueue; sending the request again
+        # would have the scheduler place the job twice (or drop it as a duplicate while the
+        # job waits requeue_after). The placement answers this enqueue: take it.
+        answer = [p for p in self.early if p.seq == self.s.seq]
+        if answer and workflow.patched(EARLY_PLACEMENT_PATCH):
+            self.early = [p for p in self.early if p.seq > self.s.seq]
+            self.placements.extend(answer)
+            return
         t = self.t
         req = JobRequest(
             key=f"{self.inp.namespace}/{self.inp.name}", uid=self.inp.uid,

@@ -297,3 +297,29 @@ async def test_status_of_a_move_is_written_before_asking_for_a_new_placement(
     assert moving, after_event
     second_enqueue = [i for i, (n, _) in enumerate(fakes.calls) if n == "enqueue_job"][1]
     assert moving[0] < second_enqueue, after_event
+
+
+async def test_a_placement_that_arrives_before_its_enqueue_is_taken_not_asked_again(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """Under load a workflow task can time out after its enqueue_job local activity ran: the
+    scheduler has the request and answers before the task is retried, so the retried task sees
+    the placement before it enqueues. It must take that placement (and not enqueue the same
+    request again, which the scheduler would place a second time or drop as a duplicate while
+    the job waited requeue_after). The placement is delivered with the start here, which puts
+    it in the first workflow task, as in that history."""
+    fakes, a = Fakes(), unique("a")
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        inp = job(replicas=2)
+        h = await workflow_env.client.start_workflow(
+            JobWorkflow.run, inp, id=f"job/{inp.namespace}/{inp.name}", task_queue=q,
+            start_signal=SIG_PLACED, start_signal_args=[Placement(1, {a: 2})],
+        )
+        STARTED.append(h)
+        submit = (await fakes.wait_for("submit_replicas"))[0]
+        assert submit.cluster == a and len(submit.replicas) == 2
+        assert not fakes.of("enqueue_job")
+        for rank in (0, 1):
+            await report(h, inp, a, rank, 0, "Succeeded", 0)
+        assert await h.result() == "Succeeded"
+    assert not fakes.of("enqueue_job")
