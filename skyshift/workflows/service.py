@@ -11,8 +11,13 @@ DESIGN.md: "creates the service on its primary cluster and keeps cross-cluster e
   error: phase Failed with that message, and the same spec is never tried there again (a spec
   change or a move of the replicas tries again). A cluster that does not answer within
   ``apply_timeout`` is tried again on the next refresh; no hand-written retry loop.
+* Linked clusters (patched ``service-on-linked-clusters``): the service also goes, as a
+  selector-less ClusterIP copy, on every cluster a Ready direct Link joins with the primary
+  (either direction, not transitive); each cluster fronts the replicas on itself and on the
+  clusters of the span it is linked with. Copies go when the link does. ``status.reachable``
+  says where the service is and at which address.
 * Endpoints: an Endpoints object of the same name holds, per cluster, the number of running
-  matching replicas (``exposed_to_cluster`` for the primary one, whose pods the service fronts).
+  matching replicas, and the addresses on the clusters the service spans.
 * Refresh: a timer every ``config.refresh`` seconds (or the ``refresh`` signal) runs ONE local
   activity that reads the matching jobs and the clusters from etcd; status and Endpoints are
   written only when they change. An idle service therefore costs one timer, one local activity
