@@ -215,7 +215,10 @@ class ServiceWorkflow:
         own = reached(view, target, span)
         backends = merge_addresses(found, own)
         remote = merge_addresses(found, [c for c in own if c != target])
-        if self._needs_apply(target) or (backends, remote) != (s.backends, s.remote):
+        # a primary that selects its own replicas (Kubernetes) needs no apply when only they moved
+        moved = remote != s.remote or (backends != s.backends
+                                       and (s.needs_backends or s.cluster != target))
+        if self._needs_apply(target) or moved:
             await self._apply(target, backends, remote, prune=False)
         home = s.cluster
         copies = linked_clusters(view, home) if home else []
@@ -354,7 +357,9 @@ class ServiceWorkflow:
         except ActivityError as err:
             why = permanent_cause(err)
             if why is not None:
-                if target != s.cluster and target in s.touched:
+                copy = s.linked.get(target)
+                if target != s.cluster and target in s.touched and not (
+                        copy and copy.applied_generation):  # a copy there stays until removed
                     s.touched.remove(target)
                 s.failed = f"{target}@{s.generation}"
                 s.phase, s.message = "Failed", f"cannot create service on cluster {target}: {why}"

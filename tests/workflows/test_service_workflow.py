@@ -421,3 +421,37 @@ async def test_copies_on_linked_clusters_follow_replicas_and_links(
         await h.signal(SIG_DELETE, DeleteRequest(inp.uid))
         assert await h.result() == "Deleted"
     assert [d.cluster for d in fakes.of("delete_service")] == [a, p]
+
+
+async def test_a_move_between_linked_clusters_swaps_primary_and_copy(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """Replicas leave p for q, linked with it: the service becomes q's own (not a copy any more)
+    and p keeps a copy instead of losing the service: nothing is deleted."""
+    p, q = unique("p"), unique("q")
+    ready = {p: "Ready", q: "Ready"}
+    peers = {p: [q], q: [p]}
+    fakes = ServiceFakes(
+        view=ServiceView(placed={p: 1}, running={p: 1}, clusters=ready, jobs=1,
+                         job_uids={p: ["u1"]}, peers=peers),
+        addresses={p: {"8080": ["10.0.0.1:8080"]}, q: {"8080": ["10.1.0.1:8080"]}})
+    async with workers(workflow_env.client, fakes, [p, q]) as queue:
+        inp = service()
+        h = await start(workflow_env.client, queue, inp)
+        await status_where(fakes, "p and its copy on q",
+                           lambda w: [(r.cluster, r.role) for r in w.reachable or []]
+                           == [(p, "primary"), (q, "linked")])
+        fakes.view = ServiceView(placed={q: 1}, running={q: 1}, clusters=ready, jobs=1,
+                                 job_uids={q: ["u2"]}, peers=peers)
+        await h.signal(SIG_REFRESH, Refresh())
+        st = await status_where(fakes, "q and its copy on p",
+                                lambda w: [(r.cluster, r.role) for r in w.reachable or []]
+                                == [(q, "primary"), (p, "linked")])
+        assert st.cluster == q
+        last = {i.cluster: i.spec for i in fakes.of("apply_service")}
+        assert not last[q].linked and last[p].linked
+        assert last[p].backends == {"8080": ["10.1.0.1:8080"]}  # only q runs replicas now
+        assert fakes.of("delete_service") == []
+        await h.signal(SIG_DELETE, DeleteRequest(inp.uid))
+        assert await h.result() == "Deleted"
+    assert sorted(d.cluster for d in fakes.of("delete_service")) == sorted([p, q])
