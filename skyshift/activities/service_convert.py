@@ -67,6 +67,45 @@ def compat_spec(inp: ServiceInput, t: ServiceTemplate,
     )
 
 
+def linked_spec(inp: ServiceInput, t: ServiceTemplate,
+                backends: dict[str, list[str]]) -> ServiceSpec:
+    """The copy of the service on a cluster linked with its primary: same name and ports, no
+    selector of its own, in front of ``backends``; always ClusterIP (it gives that cluster's
+    workloads an address; exposing the service outside is the primary's business) and with an
+    address that cluster allocates (a requested clusterIP belongs to the primary's range)."""
+    return ServiceSpec(
+        name=inp.name, namespace=inp.namespace, uid=inp.uid, type="ClusterIP",
+        selector=dict(t.selector), ports=[ServicePort(p.port, p.target_port, 0, p.protocol)
+                                          for p in t.ports],
+        backends=dict(backends), linked=True,
+    )
+
+
+def linked_clusters(view: ServiceView, primary: str) -> list[str]:
+    """The clusters a service on ``primary`` also goes on: those a Ready direct Link joins
+    with it, in either direction (a Link says the two clusters reach each other), that
+    exist."""
+    return sorted(c for c in view.peers.get(primary, []) if c != primary and c in view.clusters)
+
+
+def reached(view: ServiceView, cluster: str, span: list[str]) -> list[str]:
+    """Of the clusters the service spans, those whose replicas the service on ``cluster``
+    balances over: itself and those a Ready direct Link joins with it (links are not
+    transitive: two clusters linked with the primary need a Link of their own to reach each
+    other)."""
+    return [c for c in span if c == cluster or c in view.peers.get(cluster, [])]
+
+
+def merge_addresses(found: dict[str, dict[str, list[str]]],
+                    clusters: list[str]) -> dict[str, list[str]]:
+    """Target port -> every address the given clusters serve it at (sorted, no repeats)."""
+    out: dict[str, set[str]] = {}
+    for cluster in clusters:
+        for port, addresses in (found.get(cluster) or {}).items():
+            out.setdefault(port, set()).update(addresses)
+    return {p: sorted(v) for p, v in sorted(out.items())}
+
+
 def target_ports(t: ServiceTemplate) -> list[int]:
     return sorted({p.target_port or p.port for p in t.ports})
 
@@ -91,6 +130,9 @@ def view_of(jobs: list[Obj], clusters: list[Obj], selector: dict[str, str],
         if status.get("phase") == "Ready" and not spec.get("gateway"):
             source, target = str(spec.get("source_cluster")), str(spec.get("target_cluster"))
             view.links.setdefault(source, []).append(target)
+            if source != target:
+                view.peers.setdefault(source, []).append(target)
+                view.peers.setdefault(target, []).append(source)
     for job in jobs:
         meta, status = job.get("metadata") or {}, job.get("status") or {}
         if meta.get("deletionTimestamp") or not selects(selector, meta.get("labels") or {}):
@@ -106,8 +148,8 @@ def view_of(jobs: list[Obj], clusters: list[Obj], selector: dict[str, str],
             if running:
                 view.running[cluster] = view.running.get(cluster, 0) + running
                 view.job_uids.setdefault(cluster, []).append(str(meta.get("uid") or ""))
-    for targets in view.links.values():
-        targets.sort()
+    for targets in (*view.links.values(), *view.peers.values()):
+        targets[:] = sorted(set(targets))
     return view
 
 

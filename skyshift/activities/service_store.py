@@ -47,6 +47,10 @@ def apply_service_patch(obj: Obj, patch: ServiceStatusPatch) -> Obj | None:
     for key, value in fields.items():
         if value is not None:
             status[key] = value
+    if patch.reachable is not None:
+        status["reachable"] = [{"cluster": r.cluster, "clusterIP": r.cluster_ip,
+                                "externalIP": r.external_ip, "role": r.role}
+                               for r in patch.reachable]
     return obj if repr(status) != before else None
 
 

@@ -40,6 +40,27 @@ class ServiceConfig:
 
 
 @dataclass
+class LinkedCopy:
+    """The service as applied to one cluster linked with its primary (a selector-less copy)."""
+
+    cluster_ip: str = ""
+    applied_generation: int = 0  # 0: not applied (yet, or failed)
+    backends: dict[str, list[str]] = field(default_factory=dict)  # as last applied
+    failed: str = ""  # why the cluster refused this generation for good ("" : it did not)
+    failed_generation: int = 0
+
+
+@dataclass
+class Reach:
+    """One cluster the service is reachable on, at which address (``role``: primary | linked)."""
+
+    cluster: str
+    cluster_ip: str = ""
+    external_ip: str = ""
+    role: str = "primary"
+
+
+@dataclass
 class ServiceState:
     """Everything a ServiceWorkflow carries over continue-as-new."""
 
@@ -59,6 +80,9 @@ class ServiceState:
     needs_remote: bool = False  # likewise, for the linked clusters' addresses only
     remote: dict[str, list[str]] = field(default_factory=dict)  # as last applied
     addresses: dict[str, list[str]] = field(default_factory=dict)  # cluster -> "host:port"s
+    # cluster -> target port (text) -> "host:port"s, as each cluster said last (mesh patch)
+    port_addresses: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    linked: dict[str, LinkedCopy] = field(default_factory=dict)  # copies on linked clusters
 
 
 @dataclass
@@ -114,6 +138,8 @@ class ServiceView:
     jobs: int = 0  # matching jobs
     job_uids: dict[str, list[str]] = field(default_factory=dict)  # cluster -> running jobs' uids
     links: dict[str, list[str]] = field(default_factory=dict)  # source -> Ready link targets
+    # cluster -> the clusters a Ready direct Link joins it with, either direction
+    peers: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -130,6 +156,7 @@ class ServiceStatusPatch:
     external_ip: str | None = None
     observed_generation: int | None = None
     workflow_id: str | None = None
+    reachable: list[Reach] | None = None
 
 
 @dataclass

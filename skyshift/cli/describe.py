@@ -24,7 +24,7 @@ from skyshift.models import KindInfo
 DEFAULT_TEMPORAL_UI = "http://127.0.0.1:8233"
 # Shown in their own sections, so left out of the generic status dump.
 STATUS_SECTIONS = ("conditions", "schedulerReasons", "workflowId", "capacity", "allocatable",
-                   "steps", "nextRunTimes")
+                   "steps", "nextRunTimes", "reachable")
 
 
 def temporal_ui_link(workflow_id: str) -> str:
@@ -56,6 +56,17 @@ def conditions_table(conditions: list[Any]) -> str:
                 " ".join(str(c.get("message") or "-").split()),
                 format_age(c.get("lastTransitionTime")),
             ])
+    return table.render() if table.rows else ""
+
+
+def reachable_table(reachable: Any) -> str:
+    """A service's clusters: the primary and the linked ones with a copy, at which address."""
+    table = Table(["CLUSTER", "ROLE", "CLUSTER-IP", "EXTERNAL-IP"])
+    for r in reachable or []:
+        if isinstance(r, Mapping):
+            table.rows.append([str(r.get("cluster", "")), str(r.get("role", "")),
+                               str(r.get("clusterIP") or "<none>"),
+                               str(r.get("externalIP") or "<none>")])
     return table.render() if table.rows else ""
 
 
@@ -118,6 +129,8 @@ def describe_text(info: KindInfo, obj: Mapping[str, Any],
         reasons = status.get("schedulerReasons") or {}
         table = Table(["CLUSTER", "REASON"], [[str(c), str(r)] for c, r in reasons.items()])
         lines += _section("Scheduler Reasons", table.render() if table.rows else "")
+    if info.kind == "Service":
+        lines += _section("Reachable On", reachable_table(status.get("reachable")))
     if info.kind == "Pipeline":
         lines += _section("Steps", dag_table(obj))
     if info.kind == "Schedule":

@@ -153,7 +153,7 @@ def job_rows(obj: Obj, wide: bool, now: datetime | None) -> list[list[str]]:
 SERVICE_HEADERS = [
     "NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORTS", "CLUSTER", "STATUS", "NAMESPACE", "AGE",
 ]
-SERVICE_WIDE = ["SELECTOR"]
+SERVICE_WIDE = ["SELECTOR", "LINKED"]
 
 
 def fmt_ports(ports: Sequence[Any] | None) -> str:
@@ -184,8 +184,15 @@ def service_rows(obj: Obj, wide: bool, now: datetime | None) -> list[list[str]]:
         _age(obj, now),
     ]
     if wide:
-        row.append(fmt_labels(spec.get("selector")))
+        row += [fmt_labels(spec.get("selector")), fmt_linked(_d(obj, "status", "reachable"))]
     return [row]
+
+
+def fmt_linked(reachable: Any) -> str:
+    """``cluster=address`` of each linked cluster the service has a copy on."""
+    out = [f"{r.get('cluster')}={r.get('clusterIP') or NONE}" for r in reachable or []
+           if isinstance(r, Mapping) and r.get("role") == "linked"]
+    return ",".join(out) or NONE
 
 
 ENDPOINTS_HEADERS = ["NAME", "NAMESPACE", "SELECTOR", "PRIMARY-CLUSTER", "ENDPOINTS", "AGE"]

@@ -13,6 +13,8 @@ Mapping:
 * selector: the service's selector plus ``skyshift.io/managed-by=skyshift`` and
   ``skyshift.io/namespace=<ns>``, so it selects only SkyShift pods of its own namespace (job
   labels are copied onto every pod, see ``kubernetes_objects.replica_labels``).
+* a linked copy (``ServiceSpec.linked``: the service on a cluster linked with its primary) has
+  no selector; every address it fronts is in SkyShift's EndpointSlices (``kubernetes_slices``).
 * ports: ``port``/``targetPort``/``protocol``, and ``nodePort`` for NodePort and LoadBalancer.
 * apply is idempotent by name: create, or replace the spec of the existing Service while keeping
   what Kubernetes allocated (clusterIP, node ports of unchanged ports).
@@ -35,6 +37,7 @@ from skyshift.compat.types import SERVICE_TYPES, ServicePort, ServiceSpec, Servi
 Obj = dict[str, Any]
 SERVICE_NAME = "skyshift.io/service"
 SERVICE_UID = "skyshift.io/service-uid"
+LINKED = "skyshift.io/linked"  # on a selector-less copy on a cluster linked with the primary
 
 
 def service_selector(spec: ServiceSpec) -> dict[str, str]:
@@ -71,13 +74,17 @@ def service_manifest(spec: ServiceSpec, current: Obj | None = None) -> Obj:
             if p.node_port or kept:
                 port["nodePort"] = p.node_port or kept
         ports.append(port)
-    body: Obj = {"type": spec.type, "selector": service_selector(spec), "ports": ports}
+    body: Obj = {"type": spec.type, "ports": ports}
+    if not spec.linked:  # a linked copy selects nothing: its EndpointSlices are SkyShift's
+        body["selector"] = service_selector(spec)
     cur_spec = (current or {}).get("spec") or {}
     if spec.cluster_ip or cur_spec.get("clusterIP"):
         body["clusterIP"] = spec.cluster_ip or cur_spec["clusterIP"]
     labels = {ko.MANAGED_BY: "skyshift", ko.NAMESPACE: spec.namespace, SERVICE_NAME: spec.name}
     if spec.uid:
         labels[SERVICE_UID] = spec.uid
+    if spec.linked:
+        labels[LINKED] = "true"
     meta: Obj = {"name": spec.name, "labels": labels}
     if current is not None:
         meta["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
@@ -175,10 +182,20 @@ class KubeServices:
 
     def _apply_service(self, spec: ServiceSpec) -> ServiceStatus:
         status = self._apply_v1_service(spec)
-        written, skipped = KubeSlices(self.api, self.settings.namespace).sync(spec)
-        status.needs_remote = True
-        if written or skipped:
-            note = f"{written} replica addresses on linked clusters added (EndpointSlices)"
+        slices = KubeSlices(self.api, self.settings.namespace)
+        if spec.linked:
+            # every address it fronts is in slices of its own; the endpointslice controller's,
+            # left from when this was the primary's Service with a selector, are stale
+            slices.delete_controllers(spec.name)
+            written, skipped = slices.sync(spec, spec.backends)
+            status.needs_backends = True
+            where = "replica addresses (EndpointSlices; a copy of the service on a linked cluster)"
+        else:
+            written, skipped = slices.sync(spec, spec.remote_backends)
+            status.needs_remote = True
+            where = "replica addresses on linked clusters added (EndpointSlices)"
+        if written or skipped or spec.linked:
+            note = f"{written} {where}"
             if skipped:
                 note += f"; {skipped} left out (not routable from Kubernetes: loopback or " \
                     "link-local)"

@@ -5,7 +5,10 @@ endpointslice controller lists those), and SkyShift adds EndpointSlices of its o
 ``kubernetes.io/service-name=<service>`` and ``endpointslice.kubernetes.io/managed-by=
 skyshift.io``, that list the addresses of the matching replicas on the clusters the service's
 cluster reaches through a Link (``ServiceSpec.remote_backends``). kube-proxy balances over
-every slice of the Service, so traffic to the Service reaches them too.
+every slice of the Service, so traffic to the Service reaches them too. On a cluster linked
+with the service's primary, the Service is a selector-less copy (``ServiceSpec.linked``) and its
+slices list every replica it reaches (``ServiceSpec.backends``: the primary's pods, its own,
+those of other clusters it is linked with).
 
 One slice per target port and address family (a slice's ports apply to all its endpoints;
 ``ipv4-`` / ``fqdn-`` in the name). Addresses Kubernetes refuses in an EndpointSlice (loopback,
@@ -28,6 +31,7 @@ Obj = dict[str, Any]
 MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 SKYSHIFT_MANAGER = "skyshift.io"
+CONTROLLER = "endpointslice-controller.k8s.io"  # Kubernetes' own, for Services with a selector
 MAX_ENDPOINTS = 1000  # the EndpointSlice API's limit per slice
 
 
@@ -47,17 +51,20 @@ def port_names(spec: ServiceSpec) -> dict[int, str]:
     return {p.target_port or p.port: f"{p.protocol.lower()}-{p.port}" for p in spec.ports}
 
 
-def desired_slices(spec: ServiceSpec) -> tuple[dict[str, Obj], int]:
-    """Slice name -> manifest, and how many addresses were left out."""
+def desired_slices(spec: ServiceSpec,
+                   addresses: dict[str, list[str]] | None = None) -> tuple[dict[str, Obj], int]:
+    """Slice name -> manifest for ``addresses`` (target port -> ``host:port``; default
+    ``spec.remote_backends``), and how many addresses were left out."""
     names = port_names(spec)
     protocols = {p.target_port or p.port: p.protocol for p in spec.ports}
     grouped: dict[tuple[str, int, int], list[str]] = {}
     skipped = 0
-    for target_text, addresses in sorted(spec.remote_backends.items()):
+    wanted = spec.remote_backends if addresses is None else addresses
+    for target_text, listed in sorted(wanted.items()):
         target = int(target_text)
         if target not in names:
             continue
-        for address in addresses:
+        for address in listed:
             host, _, port_text = address.rpartition(":")
             host = host.strip("[]")
             kind = family(host)
@@ -94,9 +101,11 @@ class KubeSlices:
                                what=f"list endpointslices of {service}")
         return {str(o["metadata"]["name"]): o for o in got.get("items") or []}
 
-    def sync(self, spec: ServiceSpec) -> tuple[int, int]:
-        """Make the slices match ``spec.remote_backends``: (addresses written, left out)."""
-        wanted, skipped = desired_slices(spec)
+    def sync(self, spec: ServiceSpec,
+             addresses: dict[str, list[str]] | None = None) -> tuple[int, int]:
+        """Make the slices match ``addresses`` (default ``spec.remote_backends``): (addresses
+        written, left out)."""
+        wanted, skipped = desired_slices(spec, addresses)
         have = self.current(spec.name)
         for name, body in wanted.items():
             old = have.get(name)
@@ -116,6 +125,17 @@ class KubeSlices:
                 self.api.request("DELETE", f"{self.path}/{name}", what=f"delete {name}")
         written = sum(len(b["endpoints"]) for b in wanted.values())
         return written, skipped
+
+    def delete_controllers(self, service: str) -> None:
+        """Delete the endpointslice controller's slices of ``service`` (it leaves those of a
+        Service that lost its selector in place, and they would list stale pods)."""
+        selector = f"{SERVICE_NAME_LABEL}={service},{MANAGED_BY}={CONTROLLER}"
+        got = self.api.request("GET", self.path, {"labelSelector": selector},
+                               what=f"list endpointslices of {service}")
+        for obj in got.get("items") or []:
+            name = str(obj["metadata"]["name"])
+            with contextlib.suppress(NotFound):
+                self.api.request("DELETE", f"{self.path}/{name}", what=f"delete {name}")
 
     def delete_all(self, service: str) -> None:
         for name in self.current(service):

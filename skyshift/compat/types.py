@@ -166,6 +166,10 @@ class ServiceSpec:
     backends: dict[str, list[str]] = field(default_factory=dict)
     # the same, only the addresses on the linked clusters (Kubernetes: its own EndpointSlices)
     remote_backends: dict[str, list[str]] = field(default_factory=dict)
+    # a copy of the service on a cluster linked with its primary: it selects nothing itself
+    # (Kubernetes: a selector-less Service) and fronts ``backends``, every replica it reaches
+    # (its own cluster's included)
+    linked: bool = False
 
 
 @dataclass

@@ -33,11 +33,22 @@ class ServiceSpec(StrictModel):
         return validate_labels(v)
 
 
+class ServiceReach(StrictModel):
+    """A cluster the service is reachable on, at which address: its primary cluster, or one
+    linked with it, which has a selector-less copy (``role: linked``)."""
+
+    cluster: str
+    clusterIP: str = ""
+    externalIP: str = ""
+    role: Literal["primary", "linked"] = "primary"
+
+
 ServicePhase = Literal["Pending", "Ready", "Failed", "Deleting"]
 
 
 class ServiceStatus(StrictModel):
-    """Written by the ServiceWorkflow: ``cluster`` is the primary cluster it was applied to."""
+    """Written by the ServiceWorkflow: ``cluster`` is the primary cluster it was applied to;
+    ``reachable`` every cluster it is on (the primary first, then the linked ones)."""
 
     phase: ServicePhase = "Pending"
     externalIP: str = ""
@@ -47,6 +58,7 @@ class ServiceStatus(StrictModel):
     observedGeneration: int = 0
     conditions: list[Condition] = Field(default_factory=list)
     workflowId: str = ""
+    reachable: list[ServiceReach] = Field(default_factory=list)
 
 
 class Service(SkyObject):

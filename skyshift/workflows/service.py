@@ -11,8 +11,13 @@ DESIGN.md: "creates the service on its primary cluster and keeps cross-cluster e
   error: phase Failed with that message, and the same spec is never tried there again (a spec
   change or a move of the replicas tries again). A cluster that does not answer within
   ``apply_timeout`` is tried again on the next refresh; no hand-written retry loop.
+* Linked clusters (patched ``service-on-linked-clusters``): the service also goes, as a
+  selector-less ClusterIP copy, on every cluster a Ready direct Link joins with the primary
+  (either direction, not transitive); each cluster fronts the replicas on itself and on the
+  clusters of the span it is linked with. Copies go when the link does. ``status.reachable``
+  says where the service is and at which address.
 * Endpoints: an Endpoints object of the same name holds, per cluster, the number of running
-  matching replicas (``exposed_to_cluster`` for the primary one, whose pods the service fronts).
+  matching replicas, and the addresses on the clusters the service spans.
 * Refresh: a timer every ``config.refresh`` seconds (or the ``refresh`` signal) runs ONE local
   activity that reads the matching jobs and the clusters from etcd; status and Endpoints are
   written only when they change. An idle service therefore costs one timer, one local activity
@@ -33,7 +38,15 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from skyshift.activities.service_convert import choose_primary, compat_spec, target_ports
+    from skyshift.activities.service_convert import (
+        choose_primary,
+        compat_spec,
+        linked_clusters,
+        linked_spec,
+        merge_addresses,
+        reached,
+        target_ports,
+    )
     from skyshift.activities.service_types import (
         SIG_REFRESH,
         AddressesInput,
@@ -42,6 +55,8 @@ with workflow.unsafe.imports_passed_through():
         ApplyServiceResult,
         DeleteServiceInput,
         EndpointsWrite,
+        LinkedCopy,
+        Reach,
         ReadServiceInput,
         ReadServiceResult,
         Refresh,
@@ -81,6 +96,7 @@ with workflow.unsafe.imports_passed_through():
 
 
 BACKENDS_PATCH = "balance-over-linked-replicas"
+MESH_PATCH = "service-on-linked-clusters"
 ADDRESS_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=300), maximum_attempts=2)
 
 
@@ -175,6 +191,8 @@ class ServiceWorkflow:
         elif target not in view.clusters:
             s.phase = "Pending" if s.phase != "Ready" else s.phase
             s.message = f"cluster {target} does not exist; waiting for it"
+        elif workflow.patched(MESH_PATCH):
+            await self._mesh(view, target)
         else:
             wanted = await self._backends(view, target)
             changed = wanted is not None and wanted != (s.backends, s.remote)
@@ -182,6 +200,81 @@ class ServiceWorkflow:
                 await self._apply(target, *(wanted or (None, None)))
         await self._write_endpoints(view)
         await self._write_status()
+
+    async def _mesh(self, view: ServiceView, target: str) -> None:
+        """The service on its primary ``target`` and a copy on every cluster linked with it;
+        each one in front of the replicas on the clusters it reaches (itself and those a Ready
+        direct Link joins with it). Copies go with the primary actually serving (the old one
+        while a move has not happened yet); copies on clusters no longer linked are removed."""
+        s = self.s
+        span = [target, *linked_clusters(view, target)]
+        if s.cluster and s.cluster != target:
+            span += [c for c in (s.cluster, *linked_clusters(view, s.cluster)) if c not in span]
+        await self._gather(view, span)
+        found = s.port_addresses
+        own = reached(view, target, span)
+        backends = merge_addresses(found, own)
+        remote = merge_addresses(found, [c for c in own if c != target])
+        # a primary that selects its own replicas (Kubernetes) needs no apply when only they moved
+        moved = remote != s.remote or (backends != s.backends
+                                       and (s.needs_backends or s.cluster != target))
+        if self._needs_apply(target) or moved:
+            await self._apply(target, backends, remote, prune=False)
+        home = s.cluster
+        copies = linked_clusters(view, home) if home else []
+        if copies and s.applied_generation == s.generation:
+            around = [home, *copies]
+            await asyncio.gather(*(self._apply_linked(c, merge_addresses(
+                found, reached(view, c, around))) for c in copies))
+        keep = {home, target, *copies}
+        for cluster in [c for c in s.touched if c not in keep]:
+            if await self._delete_on(cluster):
+                s.touched.remove(cluster)
+                s.linked.pop(cluster, None)
+        for cluster in [c for c in s.linked if c not in keep or c == home]:
+            s.linked.pop(cluster)
+
+    async def _gather(self, view: ServiceView, span: list[str]) -> None:
+        """Where the replicas serve on every cluster of ``span`` that runs some (in
+        ``port_addresses``, and flat per cluster in ``addresses`` for the Endpoints)."""
+        s = self.s
+        clusters = [c for c in span if view.job_uids.get(c)]
+        ports = target_ports(self.t)
+        found = await asyncio.gather(*(self._addresses(c, view.job_uids[c], ports)
+                                       for c in clusters))
+        s.port_addresses = {c: got for c, got in zip(clusters, found, strict=True) if got}
+        s.addresses = {c: sorted({a for v in got.values() for a in v})
+                       for c, got in s.port_addresses.items()}
+
+    async def _apply_linked(self, cluster: str, backends: dict[str, list[str]]) -> None:
+        """The selector-less copy on a linked cluster, (re)applied when the spec or what it
+        fronts changed; one the cluster refused for good is not tried again with this spec."""
+        s = self.s
+        copy = s.linked.setdefault(cluster, LinkedCopy())
+        if copy.failed and copy.failed_generation == s.generation:
+            return
+        if copy.applied_generation == s.generation and copy.backends == backends:
+            return
+        if cluster not in s.touched:
+            s.touched.append(cluster)
+        try:
+            res: ApplyServiceResult = await workflow.execute_activity(
+                "apply_service", ApplyServiceInput(cluster, linked_spec(self.inp, self.t,
+                                                                        backends)),
+                result_type=ApplyServiceResult, task_queue=skylet_queue(cluster),
+                start_to_close_timeout=SKYLET_TIMEOUT,
+                schedule_to_close_timeout=timedelta(seconds=self.inp.config.apply_timeout),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
+            )
+        except ActivityError as err:
+            why = permanent_cause(err)
+            if why is not None:
+                if not copy.applied_generation:
+                    s.touched.remove(cluster)  # nothing was made there
+                copy.failed, copy.failed_generation = why, s.generation
+            return  # not answering: tried again on the next refresh
+        copy.cluster_ip, copy.applied_generation = res.cluster_ip, s.generation
+        copy.backends, copy.failed, copy.failed_generation = dict(backends), "", 0
 
     def _needs_apply(self, target: str) -> bool:
         s = self.s
@@ -239,6 +332,8 @@ class ServiceWorkflow:
             return got.addresses
         except ActivityError as err:
             workflow.logger.info("addresses on %s unknown: %s", cluster, err.cause or err)
+            if cluster in self.s.port_addresses:  # kept per cluster since the mesh patch
+                return dict(self.s.port_addresses[cluster])
             known = set(self.s.addresses.get(cluster, []))
             before: dict[str, set[str]] = {}
             for applied in (self.s.backends, self.s.remote):
@@ -247,7 +342,7 @@ class ServiceWorkflow:
             return {p: sorted(v) for p, v in before.items() if v}
 
     async def _apply(self, target: str, backends: dict[str, list[str]] | None = None,
-                     remote: dict[str, list[str]] | None = None) -> None:
+                     remote: dict[str, list[str]] | None = None, prune: bool = True) -> None:
         s = self.s
         spec = compat_spec(self.inp, self.t, backends, remote)
         if target not in s.touched:
@@ -262,7 +357,9 @@ class ServiceWorkflow:
         except ActivityError as err:
             why = permanent_cause(err)
             if why is not None:
-                if target != s.cluster and target in s.touched:
+                copy = s.linked.get(target)
+                if target != s.cluster and target in s.touched and not (
+                        copy and copy.applied_generation):  # a copy there stays until removed
                     s.touched.remove(target)
                 s.failed = f"{target}@{s.generation}"
                 s.phase, s.message = "Failed", f"cannot create service on cluster {target}: {why}"
@@ -278,7 +375,8 @@ class ServiceWorkflow:
         s.remote, s.needs_remote = dict(remote or {}), res.needs_remote
         s.phase = "Ready"
         s.message = res.message or f"service on cluster {target}"
-        if old and old != target and await self._delete_on(old) and old in s.touched:
+        s.linked.pop(target, None)  # a linked copy there is now the primary's service
+        if prune and old and old != target and await self._delete_on(old) and old in s.touched:
             s.touched.remove(old)
 
     async def _delete_on(self, cluster: str) -> bool:
@@ -315,10 +413,14 @@ class ServiceWorkflow:
     async def _write_status(self) -> None:
         s = self.s
         patch = ServiceStatusPatch(
-            self.inp.namespace, self.inp.name, self.inp.uid, phase=s.phase, message=s.message,
+            self.inp.namespace, self.inp.name, self.inp.uid, phase=s.phase,
+            message=s.message + "".join(
+                f"; no copy on linked cluster {c}: {copy.failed}"
+                for c, copy in sorted(s.linked.items()) if copy.failed),
             cluster=s.cluster, cluster_ip=s.cluster_ip, external_ip=s.external_ip,
             observed_generation=s.generation,
             workflow_id=service_workflow_id(self.inp.namespace, self.inp.name),
+            reachable=self._reachable(),
         )
         if patch != self.written:
             await workflow.execute_local_activity(
@@ -330,6 +432,13 @@ class ServiceWorkflow:
         if s.cluster:
             values.append((CLUSTER, s.cluster))
         upsert(values, self.sa)
+
+    def _reachable(self) -> list[Reach]:
+        s = self.s
+        out = [Reach(s.cluster, s.cluster_ip, s.external_ip)] if s.cluster else []
+        out += [Reach(c, copy.cluster_ip, role="linked") for c, copy in sorted(s.linked.items())
+                if copy.applied_generation and c != s.cluster]
+        return out
 
     async def _reload(self) -> None:
         self.spec_dirty = False

@@ -6,7 +6,9 @@ imported, so this module gets a stack of its own). The service must become Ready
 that holds the job's replicas, with the clusterIP the apiserver allocated; the Endpoints object
 counts the running replicas there; ``skyctl get services`` / ``describe`` show it; a spec change
 reaches the cluster's Service (same clusterIP); deleting the service removes it from the cluster
-and the Endpoints with it. Every wait is a poll with a deadline.
+and the Endpoints with it. With a Link, the linked cluster gets a selector-less copy whose
+EndpointSlices (read from its kube-apiserver) list the pods of both clusters, follow them, and go
+with the Link and with the service. Every wait is a poll with a deadline.
 """
 
 from __future__ import annotations
@@ -136,52 +138,124 @@ async def pod_ips(env: K8sE2E, cluster: str, job: Obj) -> set[str]:
     return {str(p["status"]["podIP"]) for p in pods if (p.get("status") or {}).get("podIP")}
 
 
+def sliced_ips(slices: list[Obj]) -> set[str]:
+    return {a for s in slices for e in s.get("endpoints") or [] for a in e["addresses"]}
+
+
+async def mesh_job(env: K8sE2E, cluster: str, app: str, base_name: str, replicas: int) -> Obj:
+    job_name = env.job_name(base_name)
+    await env.api.create({
+        "kind": "Job",
+        "metadata": {"name": job_name, "labels": {"e2e-run": env.run_id, "app": app}},
+        "spec": {"run": "sleep 3600", "replicas": replicas, "restartPolicy": "Never",
+                 "resources": {"cpus": 0.5, "memory": 100}, "ports": [8080],
+                 "placement": {"filters": [{"matchLabels": {
+                     "e2e-k8s": env.run_id, "zone": base.ZONES[cluster][0]}}]}},
+    })
+    env.jobs.append(job_name)
+    return await env.phase("jobs", job_name, "Running", timeout=120)
+
+
+async def make_link(env: K8sE2E, name: str, source: str, target: str) -> None:
+    made = await env.skyctl("create", "link", name, "--source", source, "--target", target)
+    assert made.returncode == 0, made.stderr
+    await env.phase("links", name, "Ready", timeout=90)
+
+
 async def test_linked_clusters_replicas_become_endpointslices(k8: K8sE2E) -> None:
-    """A service on one cluster, replicas of its selector on two: with a Link from the service's
-    cluster to the other, the other cluster's pod IPs appear in an EndpointSlice of the Service
-    (checked through the kube API), follow the replicas, and go with the service."""
+    """A service on one cluster, replicas of its selector on two, a Link between them: the
+    service's cluster gets the other's pod IPs as EndpointSlices of its Service, and the linked
+    cluster gets a selector-less Service of its own whose EndpointSlices list the pods of both
+    (all checked through the kube API); they follow the replicas, the copy goes with the Link
+    and, with a Link again, with the service."""
     env = k8
     home, away = sorted(env.sims)[:2]
     app = f"mesh-{env.run_id}"
     name = env.job_name("meshsvc")
-    jobs = {}
-    for cluster in (home, away):
-        job_name = env.job_name(f"mesh-{cluster[-1]}")
-        await env.api.create({
-            "kind": "Job",
-            "metadata": {"name": job_name, "labels": {"e2e-run": env.run_id, "app": app}},
-            "spec": {"run": "sleep 3600", "replicas": 2, "restartPolicy": "Never",
-                     "resources": {"cpus": 0.5, "memory": 100}, "ports": [8080],
-                     "placement": {"filters": [{"matchLabels": {
-                         "e2e-k8s": env.run_id, "zone": base.ZONES[cluster][0]}}]}},
-        })
-        env.jobs.append(job_name)
-        jobs[cluster] = await env.phase("jobs", job_name, "Running", timeout=120)
+    jobs = {c: await mesh_job(env, c, app, f"mesh-{c[-1]}", 2) for c in (home, away)}
     link = f"l-{env.run_id}"
-    made = await env.skyctl("create", "link", link, "--source", home, "--target", away)
-    assert made.returncode == 0, made.stderr
-    await env.phase("links", link, "Ready", timeout=90)
+    await make_link(env, link, home, away)
     made = await env.skyctl("create", "service", name, "-s", "app", app, "-p", "80", "8080",
                             "-c", home)
     assert made.returncode == 0, made.stderr
     await env.phase("services", name, "Ready", timeout=120)
-    want = await pod_ips(env, away, jobs[away])
-    assert len(want) == 2
+    ips = {c: await pod_ips(env, c, jobs[c]) for c in (home, away)}
+    assert len(ips[home]) == len(ips[away]) == 2
 
-    async def sliced() -> list[Obj] | None:
-        slices = await k8s_slices(env, home, name)
-        got = {a for s in slices for e in s.get("endpoints") or [] for a in e["addresses"]}
-        return slices if got == want else None
+    async def sliced(cluster: str, want: set[str]) -> list[Obj] | None:
+        slices = await k8s_slices(env, cluster, name)
+        return slices if sliced_ips(slices) == want else None
 
-    slices = await env.wait("the other cluster's pods in an EndpointSlice", sliced, timeout=90)
+    slices = await env.wait("the other cluster's pods in an EndpointSlice",
+                            lambda: sliced(home, ips[away]), timeout=90)
     assert all(s["ports"][0]["port"] == 8080 and s["addressType"] == "IPv4" for s in slices)
     assert all(s["ports"][0]["name"] == "tcp-80" for s in slices)  # the Service port's name
-    assert await k8s_slices(env, away, name) == []  # the service lives on its cluster only
-    ep = await env.get("endpoints", name)
-    assert ep is not None and sorted(ep["spec"]["endpoints"][away]["addresses"]) == sorted(
-        f"{ip}:8080" for ip in want)
 
+    # the linked cluster: a selector-less Service, slices with the pods of both clusters
+    copy_slices = await env.wait("the copy's EndpointSlices on the linked cluster",
+                                 lambda: sliced(away, ips[home] | ips[away]), timeout=90)
+    assert all(s["ports"][0]["name"] == "tcp-80" for s in copy_slices)
+    copy = await k8s_service(env, away, name)
+    assert copy is not None and "selector" not in copy["spec"]
+    assert copy["spec"]["type"] == "ClusterIP"
+    assert [(p["port"], p["targetPort"]) for p in copy["spec"]["ports"]] == [(80, 8080)]
+    primary = await k8s_service(env, home, name)
+    assert primary is not None and primary["spec"]["selector"]["app"] == app
+
+    async def reachable(clusters: list[str]) -> Obj | None:
+        svc = await env.get("services", name)
+        got = ((svc or {}).get("status") or {}).get("reachable") or []
+        return svc if [r["cluster"] for r in got] == clusters else None
+
+    svc = await env.wait("status: reachable on both", lambda: reachable([home, away]), 60)
+    roles = {r["cluster"]: r for r in svc["status"]["reachable"]}
+    assert roles[away]["role"] == "linked" and roles[home]["role"] == "primary"
+    assert roles[away]["clusterIP"] == copy["spec"]["clusterIP"]
+    assert roles[home]["clusterIP"] == primary["spec"]["clusterIP"]
+    wide = await env.skyctl("get", "services", "-o", "wide")
+    assert wide.returncode == 0 and f"{away}={copy['spec']['clusterIP']}" in wide.stdout
+    # Endpoints: the primary's own pods are listed by address too, like the linked cluster's
+    ep = await env.get("endpoints", name)
+    assert ep is not None
+    listed = ep["spec"]["endpoints"]
+    for cluster in (home, away):
+        assert sorted(listed[cluster]["addresses"]) == sorted(f"{ip}:8080" for ip in ips[cluster])
+        assert listed[cluster]["exposed_to_cluster"]
+
+    # one more replica on the primary: its pod appears on the linked cluster, and goes
+    more = await mesh_job(env, home, app, "mesh-more", 1)
+    extra = await pod_ips(env, home, more)
+    assert len(extra) == 1
+    await env.wait("the new pod in the copy's slices",
+                   lambda: sliced(away, ips[home] | ips[away] | extra), timeout=90)
+    await env.delete("jobs", more["metadata"]["name"])
+    await env.gone("jobs", more["metadata"]["name"], timeout=90)
+    await env.wait("the deleted pod out of the copy's slices",
+                   lambda: sliced(away, ips[home] | ips[away]), timeout=90)
+
+    # the Link goes: the copy and its slices go, the service stays on its cluster alone
+    await env.delete("links", link)
+    await env.gone("links", link, timeout=60)
+
+    async def copy_gone() -> bool:
+        return await k8s_service(env, away, name) is None and \
+            await k8s_slices(env, away, name) == []
+
+    await env.wait("the copy removed with the Link", copy_gone, timeout=90)
+    await env.wait("status: reachable on its cluster only", lambda: reachable([home]), 60)
+    async def no_slices() -> bool:
+        return await k8s_slices(env, home, name) == []
+
+    await env.wait("no linked pods on the primary", no_slices, timeout=90)
+    assert await k8s_service(env, home, name) is not None
+
+    # a Link again (the other direction counts too): the copy is back; deleting the service
+    # removes it from both clusters
+    await make_link(env, link, away, home)
+    await env.wait("the copy back", lambda: sliced(away, ips[home] | ips[away]), timeout=90)
     await env.delete("services", name)
     await env.gone("services", name, timeout=60)
-    assert await k8s_slices(env, home, name) == []
+    for cluster in (home, away):
+        assert await k8s_slices(env, cluster, name) == []
+        assert await k8s_service(env, cluster, name) is None
     await env.delete("links", link)

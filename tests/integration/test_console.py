@@ -294,12 +294,15 @@ async def test_console_shows_what_a_user_needs_live(
         },
     )
     await set_status(
-        c.store, "services", "web", "default", phase="Ready", clusterIP="10.96.0.12"
+        c.store, "services", "web", "default", phase="Ready", clusterIP="10.96.0.12",
+        reachable=[{"cluster": "gpu-east", "clusterIP": "10.96.0.12", "role": "primary"},
+                   {"cluster": "edge", "clusterIP": "10.97.0.3", "role": "linked"}],
     )
     await in_thread(page.tab, "services")
     svc = '#services-table tr[data-key="default/web"]'
     shown = await in_thread(page.wait_text, svc, "10.96.0.12")
     assert "80→8080/TCP" in shown and "gpu-east" in shown and "Ready" in shown
+    assert "edge (linked)" in shown and "edge: 10.97.0.3" in shown  # the copy on a linked one
     link = await in_thread(page.css(f"{svc} a.temporal-link").get_attribute, "href")
     assert link == f"{TEMPORAL_UI}/namespaces/{TEMPORAL_NS}/workflows/service%2Fdefault%2Fweb"
     await in_thread(page.shoot, "services")

@@ -1,7 +1,8 @@
 """The ``k8`` adapter's services against a real kube-apiserver (``skyshift sim k8s``): a v1
 Service is created with the SkyShift selector, a clusterIP from the apiserver's range is
 reported, an update keeps that address, types and ports change in place, delete removes it, and
-a name owned by another SkyShift namespace is refused."""
+a name owned by another SkyShift namespace is refused; a primary's Service turns into a linked
+cluster's selector-less copy and back."""
 
 from __future__ import annotations
 
@@ -104,3 +105,51 @@ async def test_invalid_specs_are_permanent(manager: KubernetesManager) -> None:
         await manager.apply_service(spec("noports", ports=[]))
     with pytest.raises(Permanent, match="not one of"):
         await manager.apply_service(spec("badtype", type="ExternalName"))
+
+
+async def slices_of(m: KubernetesManager, name: str, manager_label: str) -> list[dict[str, Any]]:
+    path = f"/apis/discovery.k8s.io/v1/namespaces/{m.settings.namespace}/endpointslices"
+    selector = (f"kubernetes.io/service-name={name},"
+                f"endpointslice.kubernetes.io/managed-by={manager_label}")
+    got = await asyncio.to_thread(m.api.request, "GET", path, {"labelSelector": selector})
+    items: list[dict[str, Any]] = got.get("items") or []
+    return items
+
+
+async def test_a_primary_service_becomes_a_selectorless_linked_copy(
+    manager: KubernetesManager,
+) -> None:
+    """The service's primary moved away and this cluster is linked with the new one: the same
+    Service (same address) loses its selector, the endpointslice controller's slice of it is
+    removed (nothing would update it any more), and SkyShift's slices list every address the
+    copy fronts; back as the primary, the selector returns and only the remote addresses
+    stay in SkyShift's slices."""
+    name = f"copy-{uuid.uuid4().hex[:6]}"
+    first = await manager.apply_service(spec(name, remote_backends={"8080": ["10.9.0.7:8080"]}))
+
+    async def controller_slices() -> list[dict[str, Any]]:
+        return await slices_of(manager, name, "endpointslice-controller.k8s.io")
+
+    for _ in range(100):  # the controller makes a (here empty) slice for a Service it selects
+        if await controller_slices():
+            break
+        await asyncio.sleep(0.1)
+    assert await controller_slices()
+    copy = await manager.apply_service(spec(
+        name, linked=True, backends={"8080": ["10.9.0.7:8080", "10.8.0.3:8080"]}))
+    assert copy.cluster_ip == first.cluster_ip and copy.needs_backends
+    obj = await get_service(manager, name)
+    assert obj is not None and "selector" not in obj["spec"]
+    assert obj["metadata"]["labels"]["skyshift.io/linked"] == "true"
+    assert await controller_slices() == []
+    ours = await slices_of(manager, name, "skyshift.io")
+    assert sorted(a for s in ours for e in s["endpoints"] for a in e["addresses"]) == [
+        "10.8.0.3", "10.9.0.7"]
+    back = await manager.apply_service(spec(name, remote_backends={"8080": ["10.9.0.7:8080"]}))
+    assert back.cluster_ip == first.cluster_ip and back.needs_remote
+    obj = await get_service(manager, name)
+    assert obj is not None and obj["spec"]["selector"]["app"] == "web"
+    ours = await slices_of(manager, name, "skyshift.io")
+    assert [a for s in ours for e in s["endpoints"] for a in e["addresses"]] == ["10.9.0.7"]
+    await manager.delete_service("default", name)
+    assert await slices_of(manager, name, "skyshift.io") == []

@@ -70,3 +70,54 @@ async def test_recorded_histories_replay(lifecycle_stack: LifecycleStack) -> Non
     for history in histories:
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, (history.workflow_id, result.replay_failure)
+
+
+async def test_service_history_replays(lifecycle_stack: LifecycleStack) -> None:
+    """A service on a local cluster linked with another, both running replicas: applied,
+    refreshed, deleted. Recorded as ``service_linked`` (``SKYSHIFT_RECORD_HISTORIES=1``);
+    ``service_linked_pre_mesh.json`` is this same test recorded on the code before copies on
+    linked clusters (the ``service-on-linked-clusters`` patch), which must replay too."""
+    from skyshift.activities import spawn
+    from skyshift.activities.service_types import SIG_REFRESH, Refresh, service_workflow_id
+    from tests.fixtures.require import require_binary
+    from tests.integration.test_service_lifecycle import add_service, delete_and_wait_gone
+
+    require_binary("haproxy", "apt-get install haproxy")
+    s = lifecycle_stack
+    s.start_in_process()
+    for name, zone in (("rs-a", "home"), ("rs-b", "away")):
+        await s.add_cluster(name, cpus=1, labels={"zone": zone})
+        await s.cluster_phase(name, "Ready")
+    await spawn.create_and_start(s.store, s.client, {
+        "kind": "Link", "metadata": {"name": "rs-a-rs-b"},
+        "spec": {"source_cluster": "rs-a", "target_cluster": "rs-b"}})
+    for job, zone in (("rs-home", "home"), ("rs-away", "away")):
+        await s.submit(job, "exec python3 -m http.server $SKYSHIFT_PORT_8080 --bind 127.0.0.1",
+                       labels={"app": "rs"}, cpus=1, ports=[8080],
+                       placement={"filters": [{"matchLabels": {"zone": zone}}]})
+        await s.job_phase(job, "Running")
+
+    async def linked_ready() -> bool:
+        obj = await s.get("links", "rs-a-rs-b")
+        return ((obj or {}).get("status") or {}).get("phase") == "Ready"
+
+    await s.wait("link Ready", linked_ready)
+    await add_service(s, "rs", selector={"app": "rs"}, primaryCluster="rs-a")
+
+    async def fronting() -> bool:
+        obj = await s.get("services", "rs", "default")
+        st = (obj or {}).get("status") or {}
+        return st.get("phase") == "Ready" and "in front of 2 " in st.get("message", "")
+
+    await s.wait("the service in front of both replicas", fronting)
+    handle = s.client.get_workflow_handle(service_workflow_id("default", "rs"))
+    for _ in range(2):
+        await handle.signal(SIG_REFRESH, Refresh())
+    await delete_and_wait_gone(s, "rs")
+    history = await handle.fetch_history()
+    if os.environ.get("SKYSHIFT_RECORD_HISTORIES") == "1":
+        label = os.environ.get("SKYSHIFT_SERVICE_HISTORY", "service_linked")
+        (HISTORIES / f"{label}.json").write_text(history.to_json())
+    result = await Replayer(workflows=WORKFLOWS).replay_workflow(
+        history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure

@@ -1,7 +1,9 @@
 """A service spanning local clusters, with real traffic: HAProxy on the primary cluster balances
 over the replicas there and on the clusters it reaches through a Ready Link; when a replica
 moves to another linked cluster (its cluster lost), traffic follows it and no request fails;
-when the old process then dies, health checks keep every later request on live replicas."""
+when the old process then dies, health checks keep every later request on live replicas. The
+cluster at the other end of the Link gets the service too (its own HAProxy, its own address),
+in front of the same replicas, until the Link goes."""
 
 from __future__ import annotations
 
@@ -35,8 +37,8 @@ async def served(url: str, n: int = 30) -> set[str]:
     return set(await asyncio.gather(*(asyncio.to_thread(get, url) for _ in range(n))))
 
 
-async def web(s: LifecycleStack, name: str, zone: str) -> None:
-    await s.submit(name, SERVE, labels={"app": "web"}, cpus=1, ports=[8080],
+async def web(s: LifecycleStack, name: str, zone: str, app: str = "web") -> None:
+    await s.submit(name, SERVE, labels={"app": app}, cpus=1, ports=[8080],
                    placement={"filters": [{"matchLabels": {"zone": zone}}]})
 
 
@@ -139,3 +141,75 @@ async def test_service_balances_over_linked_clusters_and_follows_a_move(
     assert clusters == {"mesh-a", other}  # the dead replica gets nothing
     (s.state_dirs[first] / "OFFLINE").unlink()
     await delete_and_wait_gone(s, "web")
+
+
+async def test_service_is_reachable_on_the_linked_cluster_until_the_link_goes(
+    lifecycle_stack: LifecycleStack,
+) -> None:
+    """The Link points from the other cluster to the service's one (either direction counts):
+    requests sent to the service's address on the linked cluster reach the replicas on both."""
+    require_binary("haproxy", "apt-get install haproxy")
+    s = lifecycle_stack
+    s.start_in_process()
+    for name, zone in (("duo-p", "home"), ("duo-q", "remote")):
+        await s.add_cluster(name, cpus=1, labels={"zone": zone})
+        await s.cluster_phase(name, "Ready")
+    await linked(s, "duo-q", "duo-p")
+    await web(s, "duo-home", "home", app="duo")
+    await web(s, "duo-away", "remote", app="duo")
+    jobs = [await s.job_phase(j, "Running") for j in ("duo-home", "duo-away")]
+    names = {f"{j['metadata']['name']}-{j['metadata']['uid'][:8]}-0" for j in jobs}
+    await add_service(s, "duo", selector={"app": "duo"}, primaryCluster="duo-p")
+
+    async def on_both() -> dict[str, Any] | None:
+        obj = await s.get("services", "duo", "default")
+        st = (obj or {}).get("status") or {}
+        where = {r["cluster"]: r for r in st.get("reachable") or []}
+        return st if st.get("phase") == "Ready" and set(where) == {"duo-p", "duo-q"} else None
+
+    st = await s.wait("the service on both clusters", on_both, 60)
+    where = {r["cluster"]: r for r in st["reachable"]}
+    assert where["duo-p"]["role"] == "primary" and where["duo-q"]["role"] == "linked"
+    assert where["duo-p"]["clusterIP"] == st["clusterIP"]
+    copy = where["duo-q"]["clusterIP"]
+    assert copy and copy != st["clusterIP"]  # an address of its own, on the linked cluster
+    url = f"http://{copy}:80/"
+
+    async def both_answer() -> set[str] | None:
+        try:
+            got = await served(url, 20)
+        except OSError:
+            return None  # HAProxy's first health checks
+        return got if {a.split()[0] for a in got} == names else None
+
+    answers = await s.wait("replicas on both clusters behind the linked address", both_answer,
+                           30)
+    assert {a.split("/clusters/")[1].split("/")[0] for a in answers} == {"duo-p", "duo-q"}
+    ep = await s.get("endpoints", "duo", "default")
+    assert ep is not None
+    assert {c: len(e["addresses"]) for c, e in ep["spec"]["endpoints"].items()} == {
+        "duo-p": 1, "duo-q": 1}
+
+    # the Link goes: the copy goes with it (the linked cluster's HAProxy had only this one)
+    await s.delete("links", "duo-q-duo-p")
+    await s.wait("link deleted", lambda: _gone(s, "links", "duo-q-duo-p"), 30)
+    handle = s.client.get_workflow_handle(service_workflow_id("default", "duo"))
+    await handle.signal(SIG_REFRESH, Refresh())
+
+    async def primary_only() -> dict[str, Any] | None:
+        obj = await s.get("services", "duo", "default")
+        st = (obj or {}).get("status") or {}
+        return st if [r["cluster"] for r in st.get("reachable") or []] == ["duo-p"] else None
+
+    await s.wait("the copy removed", primary_only, 60)
+    with pytest.raises(OSError):
+        get(url)
+    # and the primary no longer balances over the replica on the cluster it is not linked with
+    home = f"duo-home-{jobs[0]['metadata']['uid'][:8]}-0"
+    answers = await served(f"http://{st['clusterIP']}:80/", 20)
+    assert {a.split()[0] for a in answers} == {home}
+    await delete_and_wait_gone(s, "duo")
+
+
+async def _gone(s: LifecycleStack, plural: str, name: str) -> bool:
+    return await s.get(plural, name) is None

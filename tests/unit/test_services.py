@@ -83,7 +83,8 @@ def test_selector_matching_and_view() -> None:
     assert view == ServiceView(placed={"a": 2, "b": 4}, running={"a": 2, "b": 1},
                                clusters={"a": "Ready", "b": "Init"}, jobs=2,
                                job_uids={"a": ["u-1"], "b": ["u-2"]},
-                               links={"a": ["b"]})  # Ready and direct links only
+                               links={"a": ["b"]},  # Ready and direct links only
+                               peers={"a": ["b"], "b": ["a"]})  # either direction
 
 
 def test_primary_cluster_rule() -> None:

@@ -19,6 +19,8 @@ from temporalio.worker import Worker
 
 from skyshift.activities.service_types import (
     SIG_REFRESH,
+    AddressesInput,
+    AddressesResult,
     ApplyServiceInput,
     ApplyServiceResult,
     DeleteServiceInput,
@@ -60,6 +62,7 @@ class ServiceFakes:
     no_services: set[str] = field(default_factory=set)  # clusters answering Unsupported
     read_result: ReadServiceResult | None = None
     ip: int = 0
+    addresses: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # cluster -> port
 
     def of(self, name: str) -> list[Any]:
         return [p for n, p in self.calls if n == name]
@@ -113,12 +116,17 @@ class ServiceFakes:
     async def delete_service(self, inp: DeleteServiceInput) -> None:
         self.calls.append(("delete_service", inp))
 
+    @activity.defn(name="replica_addresses")
+    async def replica_addresses(self, inp: AddressesInput) -> AddressesResult:
+        self.calls.append(("replica_addresses", inp))
+        return AddressesResult(dict(self.addresses.get(inp.cluster, {})))
+
     def control(self) -> list[Any]:
         return [self.service_view, self.read_service, self.write_service_status,
                 self.write_endpoints, self.remove_object]
 
     def skylet(self) -> list[Any]:
-        return [self.apply_service, self.delete_service]
+        return [self.apply_service, self.delete_service, self.replica_addresses]
 
 
 @asynccontextmanager
@@ -341,3 +349,109 @@ async def test_delete_on_an_unreachable_cluster_gives_up_after_the_teardown_time
     assert len(fakes.of("delete_service")) >= 2  # it was retried before giving up
     removed = fakes.of("remove_object")[0]
     assert (removed.plural, removed.name) == ("services", inp.name)
+
+
+async def status_where(fakes: ServiceFakes, what: str, ok: Any,
+                       timeout: float = 30.0) -> ServiceStatusPatch:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        writes = fakes.of("write_service_status")
+        if writes and ok(writes[-1]):
+            return writes[-1]  # type: ignore[no-any-return]
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"no status with {what}: {writes[-1:] or 'none'}")
+        await asyncio.sleep(0.02)
+
+
+async def test_copies_on_linked_clusters_follow_replicas_and_links(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """A service on p, linked (either direction) with a and with s (no services there): a gets
+    a selector-less copy in front of the replicas on p and a, p balances over both too; s's
+    refusal is said once, not retried; the copy follows an address change and goes when the
+    link goes; the primary's own replicas' addresses are in the Endpoints."""
+    p, a, s, x = unique("p"), unique("a"), unique("s"), unique("x")
+    ready = {c: "Ready" for c in (p, a, s, x)}
+    linked = {p: [a, s], a: [p], s: [p]}
+    fakes = ServiceFakes(
+        view=ServiceView(placed={p: 1, a: 1, x: 1}, running={p: 1, a: 1, x: 1},
+                         clusters=ready, jobs=3,
+                         job_uids={p: ["u1"], a: ["u2"], x: ["u3"]}, peers=linked),
+        addresses={p: {"8080": ["10.0.0.1:8080"]}, a: {"8080": ["10.1.0.1:8080"]},
+                   x: {"8080": ["10.9.0.1:8080"]}},
+        no_services={s})
+    async with workers(workflow_env.client, fakes, [p, a, s, x]) as q:
+        inp = service(primary=p)
+        h = await start(workflow_env.client, q, inp)
+        st = await status_where(fakes, "a copy on a", lambda w: len(w.reachable or []) == 2)
+        assert st.phase == "Ready" and st.cluster == p
+        assert [(r.cluster, r.role) for r in st.reachable or []] == [(p, "primary"),
+                                                                    (a, "linked")]
+        assert f"no copy on linked cluster {s}: " in (st.message or "")
+        assert "Slurm clusters have no services" in (st.message or "")
+        applied = {i.cluster: i.spec for i in fakes.of("apply_service")}
+        both = {"8080": ["10.0.0.1:8080", "10.1.0.1:8080"]}
+        assert not applied[p].linked and applied[p].backends == both
+        assert applied[p].remote_backends == {"8080": ["10.1.0.1:8080"]}
+        assert applied[a].linked and applied[a].backends == both
+        assert applied[a].selector == {"app": "web"} and applied[a].type == "ClusterIP"
+        # x is not linked: asked nothing, fronted by nobody
+        assert {i.cluster for i in fakes.of("replica_addresses")} == {p, a}
+        ep = fakes.of("write_endpoints")[-1]
+        assert ep.addresses == {p: ["10.0.0.1:8080"], a: ["10.1.0.1:8080"]}
+
+        # the replica on a moves to another address: both are applied again, s is not retried
+        fakes.addresses[a] = {"8080": ["10.1.0.2:8080"]}
+        await h.signal(SIG_REFRESH, Refresh())
+        await fakes.wait_for("apply_service", 5)
+        await asyncio.sleep(0.3)
+        later = fakes.of("apply_service")[3:]
+        assert {i.cluster for i in later} == {p, a}
+        assert all(i.spec.backends["8080"] == ["10.0.0.1:8080", "10.1.0.2:8080"] for i in later)
+
+        # the link goes: the copy on a is deleted, the service stays on p
+        fakes.view = ServiceView(placed={p: 1, a: 1}, running={p: 1, a: 1}, clusters=ready,
+                                 jobs=2, job_uids={p: ["u1"], a: ["u2"]})
+        await h.signal(SIG_REFRESH, Refresh())
+        [gone] = await fakes.wait_for("delete_service")
+        assert gone.cluster == a
+        st = await status_where(fakes, "only p", lambda w: len(w.reachable or []) == 1)
+        assert st.reachable is not None and st.reachable[0].cluster == p
+        assert "no copy" not in (st.message or "")
+        await h.signal(SIG_DELETE, DeleteRequest(inp.uid))
+        assert await h.result() == "Deleted"
+    assert [d.cluster for d in fakes.of("delete_service")] == [a, p]
+
+
+async def test_a_move_between_linked_clusters_swaps_primary_and_copy(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """Replicas leave p for q, linked with it: the service becomes q's own (not a copy any more)
+    and p keeps a copy instead of losing the service: nothing is deleted."""
+    p, q = unique("p"), unique("q")
+    ready = {p: "Ready", q: "Ready"}
+    peers = {p: [q], q: [p]}
+    fakes = ServiceFakes(
+        view=ServiceView(placed={p: 1}, running={p: 1}, clusters=ready, jobs=1,
+                         job_uids={p: ["u1"]}, peers=peers),
+        addresses={p: {"8080": ["10.0.0.1:8080"]}, q: {"8080": ["10.1.0.1:8080"]}})
+    async with workers(workflow_env.client, fakes, [p, q]) as queue:
+        inp = service()
+        h = await start(workflow_env.client, queue, inp)
+        await status_where(fakes, "p and its copy on q",
+                           lambda w: [(r.cluster, r.role) for r in w.reachable or []]
+                           == [(p, "primary"), (q, "linked")])
+        fakes.view = ServiceView(placed={q: 1}, running={q: 1}, clusters=ready, jobs=1,
+                                 job_uids={q: ["u2"]}, peers=peers)
+        await h.signal(SIG_REFRESH, Refresh())
+        st = await status_where(fakes, "q and its copy on p",
+                                lambda w: [(r.cluster, r.role) for r in w.reachable or []]
+                                == [(q, "primary"), (p, "linked")])
+        assert st.cluster == q
+        last = {i.cluster: i.spec for i in fakes.of("apply_service")}
+        assert not last[q].linked and last[p].linked
+        assert last[p].backends == {"8080": ["10.1.0.1:8080"]}  # only q runs replicas now
+        assert fakes.of("delete_service") == []
+        await h.signal(SIG_DELETE, DeleteRequest(inp.uid))
+        assert await h.result() == "Deleted"
+    assert sorted(d.cluster for d in fakes.of("delete_service")) == sorted([p, q])

@@ -135,14 +135,18 @@ export function serviceRows(services, config) {
       const ports = (spec.ports || [])
         .map((p) => `${p.port}${p.targetPort ? `→${p.targetPort}` : ""}/${p.protocol || "TCP"}`);
       const selector = Object.entries(spec.selector || {}).map(([k, v]) => `${k}=${v}`);
+      // copies of the service on clusters linked with its primary, each with its own address
+      const linked = (status.reachable || []).filter((r) => r.role === "linked");
       return h("tr", { dataset: { key: `${namespace}/${name}` } },
         h("td", {}, namespace),
         h("td", { class: "name" }, name),
         h("td", {}, spec.type || ""),
         h("td", {}, phaseBadge(status.phase)),
         h("td", {}, ports.join(", ")),
-        h("td", {}, status.cluster || spec.primaryCluster || ""),
-        h("td", {}, status.externalIP || status.clusterIP || spec.clusterIP || ""),
+        h("td", {}, [status.cluster || spec.primaryCluster || "",
+          ...linked.map((r) => ` + ${r.cluster} (linked)`)].join("")),
+        h("td", {}, [status.externalIP || status.clusterIP || spec.clusterIP || "",
+          ...linked.map((r) => `, ${r.cluster}: ${r.clusterIP || "?"}`)].join("")),
         h("td", {}, selector.join(", ")),
         h("td", {}, temporalLink(config, `service/${namespace}/${name}`)));
     });
