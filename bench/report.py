@@ -344,6 +344,21 @@ def lifecycle_targets(d: dict[str, Any]) -> str:
     return text
 
 
+def k8s_target(d: dict[str, Any]) -> str:
+    """Issue #16's Kubernetes target beside this run's figures (SkyShift against the same pods
+    created straight through the kube API on the same clusters)."""
+    h = d.get("headline") or {}
+    ratio = h.get("over_direct")
+    if h.get("direct_all_running_after_s") is None:
+        return ""
+    verdict = "n/a" if ratio is None else ("met" if ratio <= 1.25 else "NOT met")
+    row = [f"time to all Running, {fmt(h.get('jobs'))} jobs x {fmt(h.get('replicas_per_job'))}"
+           " replicas: SkyShift / direct", "<= 1.25x",
+           f"{fmt(ratio)}x ({fmt(h.get('all_running_after_s'))} s / "
+           f"{fmt(h.get('direct_all_running_after_s'))} s)", verdict]
+    return table(["target", "wanted", "this run", ""], [row]) + "\n\n"
+
+
 def section_generic(name: str, data: dict[str, Any], images: list[str], lead: str = "") -> str:
     """Benchmarks this generator has no special layout for: their flat figures as a table."""
     rows: list[list[Any]] = []
@@ -359,7 +374,7 @@ def section_generic(name: str, data: dict[str, Any], images: list[str], lead: st
     text = f"## {name} (bench/{name}.py)\n\n" + lead
     text += "".join(f"![{name}](../bench/results/{img})\n\n" for img in images)
     if rows:
-        text += table(["figure", "value"], rows[:60]) + "\n"
+        text += table(["figure", "value"], rows[:90]) + "\n"
     elif data.get("stdout"):
         text += "```\n" + data["stdout"].strip() + "\n```\n"
     return text
@@ -403,9 +418,11 @@ def main() -> int:
         sections.append(section_store(benches["store_ops"]))
     if "scheduler" in benches:
         sections.append(section_scheduler(benches["scheduler"]))
-    for name in ("slurm", "k8s_scale"):
-        if name in benches:
-            sections.append(section_generic(name, benches[name], []))
+    if "slurm" in benches:
+        sections.append(section_generic("slurm", benches["slurm"], []))
+    if "k8s_scale" in benches:
+        sections.append(section_generic("k8s_scale", benches["k8s_scale"], [],
+                                        k8s_target(benches["k8s_scale"])))
     known = {"api", "api_sweep", "store_ops", "scheduler", "lifecycle", "slurm", "k8s_scale"}
     for name in sorted(set(benches) - known):
         sections.append(section_generic(name, benches[name], []))
