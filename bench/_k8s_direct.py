@@ -89,14 +89,14 @@ class Direct:
             api = self.apis[sim.name]
             try:
                 ns: Any = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
-                api.create_namespace(ns, _preload_content=False)
+                api.create_namespace(ns)
             except ApiException as exc:
                 if exc.status != 409:
                     raise
             deadline = time.monotonic() + 60
             while True:
                 try:
-                    api.read_namespaced_service_account("default", NS, _preload_content=False)
+                    api.read_namespaced_service_account("default", NS)
                     break
                 except ApiException as exc:
                     if exc.status != 404 or time.monotonic() > deadline:
@@ -136,7 +136,7 @@ class Direct:
         try:
             resp: Any = self.apis[sim.name].create_namespaced_pod(NS, body,
                                                                   _preload_content=False)
-            resp.release_conn()
+            _ = resp.data  # read the body, or the pooled connection is left mid-response
         except ApiException as exc:
             with self._lock:
                 self.errors.append(f"{sim.name}/{name}: {exc.status} {exc.reason}")
@@ -194,7 +194,7 @@ class Direct:
         t0 = time.monotonic()
         for sim in self.sims:
             self.apis[sim.name].delete_collection_namespaced_pod(
-                NS, label_selector=LABEL, grace_period_seconds=0, _preload_content=False)
+                NS, label_selector=LABEL, grace_period_seconds=0)
         while time.monotonic() - t0 < timeout:
             left = 0
             for sim in self.sims:
