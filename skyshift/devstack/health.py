@@ -77,8 +77,7 @@ def check_temporal(health: TemporalHealth) -> HealthResult:
             asyncio.wait_for(_temporal_search_attributes(health), CHECK_TIMEOUT + 1)
         )
     except Exception as exc:  # any failure just means "not healthy yet"
-        why = (str(exc).splitlines() or [type(exc).__name__])[0]  # a timeout has no message
-        return HealthResult(False, f"temporal {health.address}: {why[:100]}")
+        return HealthResult(False, f"temporal {health.address}: {str(exc).splitlines()[0][:100]}")
     missing = [a for a in health.search_attributes if a not in found]
     if missing:
         return HealthResult(False, f"search attributes not registered: {', '.join(missing)}")
