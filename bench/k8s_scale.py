@@ -12,7 +12,12 @@ the API as ``k8`` clusters; then, for each size in ``--jobs`` (ascending), that 
 3. peak RSS (VmHWM) of the control worker and the skylet manager;
 4. CPU seconds each part used meanwhile (SkyShift workers, API, Temporal, etcd, the simulated
    clusters), which tells where a 2-core machine's time went, and the test bed's idle CPU;
-5. teardown: all jobs deleted through the API until their pods are gone from every apiserver.
+5. teardown: all jobs deleted through the API until their pods are gone from every apiserver;
+6. the baseline (``bench/_k8s_direct.py``; ``direct`` in each size, ``over_direct`` the ratio):
+   once every size ran, the clusters are detached from SkyShift (so its sync loops do not load
+   the apiservers meanwhile) and the same pods (per cluster as SkyShift spread them, same
+   requests) are created straight through the kube API with the official client, at the same
+   concurrency, on the same clusters, and timed the same way to all Running.
 
 A size that does not reach all-Running within ``--deadline`` seconds is reported with what it
 did reach, and the next size tried is half of it (down to 25 jobs), so the figures always include
@@ -34,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import os
 import shutil
 import signal
@@ -50,6 +56,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._k8s_direct import Direct  # noqa: E402
 from bench._util import summary_ms, write_result  # noqa: E402
 from skyshift.client.async_client import AsyncSkyShiftClient  # noqa: E402
 from skyshift.client.errors import ApiError  # noqa: E402
@@ -68,6 +75,7 @@ NS = "k8s-scale"
 LABEL = {"bench": "k8s-scale"}
 SHAPE = NodeShape(cpus="8", memory="32Gi", pods=110)
 CPUS_PER_REPLICA = 0.5
+MEMORY_MB = 64
 #: a cold `scripts/build-k8s.sh` on a quiet 2-core machine (measured by the previous engineer)
 COLD_BUILD: dict[str, Any] = {
     "total_s": 344,
@@ -227,6 +235,13 @@ def busy_pct(before: tuple[int, int], after: tuple[int, int]) -> float:
     return round(100 * (after[0] - before[0]) / total, 1) if total else 0.0
 
 
+def at_fraction(times: list[float], total: int, fraction: float) -> float | None:
+    """When ``fraction`` of ``total`` had happened (None if never): a figure one straggler
+    does not decide."""
+    need = max(1, math.ceil(fraction * total))
+    return sorted(times)[need - 1] if len(times) >= need else None
+
+
 # ---- one size ----------------------------------------------------------------------------------
 
 
@@ -239,6 +254,7 @@ class Run:
         self.sent: dict[str, float] = {}
         self.placed: dict[str, float] = {}
         self.running: dict[str, float] = {}
+        self.placement: dict[str, dict[str, int]] = {}  # job -> cluster -> replicas
         self.errors: list[str] = []
 
     async def watch(self) -> None:
@@ -250,6 +266,8 @@ class Run:
                 continue
             status = ev.object.get("status") or {}
             now = time.monotonic()
+            if status.get("placement"):
+                self.placement[name] = dict(status["placement"])
             if (status.get("placement") or status.get("phase") in ("Scheduled", "Running")) and (
                 name not in self.placed
             ):
@@ -269,7 +287,7 @@ class Run:
                         "metadata": {"name": name, "namespace": NS, "labels": dict(LABEL)},
                         "spec": {"run": "sleep 3600", "replicas": self.replicas,
                                  "restartPolicy": "Never",
-                                 "resources": {"cpus": CPUS_PER_REPLICA, "memory": 64},
+                                 "resources": {"cpus": CPUS_PER_REPLICA, "memory": MEMORY_MB},
                                  "placement": {"filters": [{"matchLabels": dict(LABEL)}]}},
                     }, NS)
                 except ApiError as exc:
@@ -296,6 +314,15 @@ class Run:
         on_progress()
         return True
 
+    def spread(self) -> dict[str, int]:
+        """Replicas SkyShift put on each cluster (keyed by the cluster's Kubernetes name)."""
+        out: dict[str, int] = {}
+        for placement in self.placement.values():
+            for cluster, n in placement.items():
+                sim = cluster.removeprefix("scale-")
+                out[sim] = out.get(sim, 0) + int(n)
+        return out
+
     def figures(self, t0: float, complete: bool, submit_s: float) -> dict[str, Any]:
         lat = [self.running[n] - self.sent[n] for n in self.running]
         latency = summary_ms(lat)
@@ -314,6 +341,9 @@ class Run:
                     len(self.placed) / (last - first), 1)
         if self.running:
             out["all_running_after_s"] = round(max(self.running.values()) - t0, 1)
+        if (at := at_fraction(list(self.running.values()), self.size, 0.99)) is not None:
+            out["running_99pct_after_s"] = round(at - t0, 1)
+        out["replicas_per_cluster"] = self.spread()
         return out
 
     async def teardown(self, sims: list[SimK8sCluster], timeout: float) -> float | None:
@@ -430,6 +460,41 @@ async def one_size(args: argparse.Namespace, api: AsyncSkyShiftClient, store: Ob
     return figures
 
 
+async def baseline(args: argparse.Namespace, sims: list[SimK8sCluster],
+                   groups: dict[str, list[int | None]], figures: dict[str, Any]) -> dict[str, Any]:
+    """The same pods straight through the kube API (``_k8s_direct``), SkyShift's spread."""
+    spread = figures["replicas_per_cluster"]
+    log(f"direct baseline: {sum(spread.values())} pods over {len(spread)} clusters "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(spread.items()))}), "
+        f"{args.concurrency} creates in flight")
+    direct = Direct(sims, spread, args.concurrency, CPUS_PER_REPLICA, MEMORY_MB)
+    try:
+        cpu0, busy0 = cpu_snapshot(groups), machine_ticks()
+        out = await direct.run(args.deadline)
+        out["cpu_s"] = cpu_used(cpu0, cpu_snapshot(groups))
+        out["machine_busy_pct"] = busy_pct(busy0, machine_ticks())
+        gone = await asyncio.to_thread(direct.cleanup, args.teardown_timeout)
+        out["teardown_s"] = round(gone, 1) if gone is not None else -1
+    finally:
+        direct.close()
+    lat = out["submit_to_running_ms"]
+    log(f"  direct: created in {out['submitted_in_s']} s, all Running after "
+        f"{out.get('all_running_after_s')} s ({out['running']} of {out['pods']}); create->Running "
+        f"p50 {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms; k8s test bed CPU "
+        f"{out['cpu_s']['k8s_test_bed']} s; machine {out['machine_busy_pct']}% busy")
+    if out.get("completed") and figures.get("completed") and out.get("all_running_after_s"):
+        figures["over_direct"] = round(figures["all_running_after_s"]
+                                       / out["all_running_after_s"], 2)
+        log(f"  SkyShift {figures['all_running_after_s']} s / direct "
+            f"{out['all_running_after_s']} s to all Running = {figures['over_direct']}x")
+    if figures.get("running_99pct_after_s") and out.get("running_99pct_after_s"):
+        figures["over_direct_99pct"] = round(figures["running_99pct_after_s"]
+                                             / out["running_99pct_after_s"], 2)
+        log(f"  to 99% Running: SkyShift {figures['running_99pct_after_s']} s / direct "
+            f"{out['running_99pct_after_s']} s = {figures['over_direct_99pct']}x")
+    return out
+
+
 async def bench(args: argparse.Namespace, stack: Stack, sims: list[SimK8sCluster],
                 result: dict[str, Any]) -> None:
     settings = Settings.from_env()
@@ -461,18 +526,36 @@ async def bench(args: argparse.Namespace, stack: Stack, sims: list[SimK8sCluster
                     + (f": trying {smaller}" if smaller >= 25 else ""))
                 todo = [smaller] if smaller >= 25 and not any(
                     f.get("completed") for f in result["sizes"].values()) else []
+        # the clusters leave SkyShift first: its sync loops must not load the apiservers
+        # while Kubernetes alone is measured
+        await detach(api, sims)
+        for figures in result.get("sizes", {}).values():
+            if figures.get("running") and not args.no_baseline:
+                figures["direct"] = await baseline(args, sims, groups, figures)
+                write_result("k8s_scale", result)
     finally:
         peak = {n: memory_mb(p).get("peak_rss_mb") for n, p in pids.items()}
         done = [int(s) for s, f in result.get("sizes", {}).items() if f.get("completed")]
         result["largest_completed_jobs"] = max(done) if done else 0
-        if done:
-            f = result["sizes"][str(max(done))]
+        # no size all Running (a straggler): the largest size that ran, marked incomplete
+        shown = done or [int(s) for s, f in result.get("sizes", {}).items() if f.get("running")]
+        if shown:
+            f = result["sizes"][str(max(shown))]
             result["headline"] = {
-                "jobs": max(done), "replicas_per_job": args.replicas,
+                "jobs": max(shown), "replicas_per_job": args.replicas,
+                "all_jobs_running": bool(f.get("completed")),
+                "running_99pct_after_s": f.get("running_99pct_after_s"),
+                "direct_running_99pct_after_s": (f.get("direct") or {}).get(
+                    "running_99pct_after_s"),
                 "placed_per_s": f.get("placed_per_s_from_first_submit"),
                 "submit_to_running_p50_ms": f["submit_to_running_ms"]["p50_ms"],
                 "submit_to_running_p99_ms": f["submit_to_running_ms"]["p99_ms"],
                 "all_running_after_s": f.get("all_running_after_s"),
+                "direct_all_running_after_s": (f.get("direct") or {}).get("all_running_after_s"),
+                "direct_submit_to_running_p50_ms": ((f.get("direct") or {}).get(
+                    "submit_to_running_ms") or {}).get("p50_ms"),
+                "over_direct": f.get("over_direct"),
+                "over_direct_99pct": f.get("over_direct_99pct"),
                 "control_worker_peak_rss_mb": peak.get("control"),
                 "skylet_manager_peak_rss_mb": peak.get("skylet-manager"),
             }
@@ -496,6 +579,9 @@ def main() -> int:
     ap.add_argument("--deadline", type=float, default=900.0,
                     help="seconds a size may take to reach all-Running")
     ap.add_argument("--teardown-timeout", type=float, default=900.0)
+    ap.add_argument("--no-baseline", action="store_true",
+                    help="skip the direct-submission baseline (the same pods through the kube "
+                         "API after SkyShift's run)")
     args = ap.parse_args()
     if args.quick:
         args.nodes, args.jobs = 10, "40"

@@ -63,6 +63,7 @@ from skyshift.store import NotFound
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 LIVE = ("Pending", "Running")
+WRITE_CONCURRENCY = 32  # job count writes in flight per round
 
 
 @dataclass
@@ -300,9 +301,23 @@ class Syncer:
             ))
         ctx.listed = set(current)
         ctx.primed = True
-        for uid, (ns, job) in touched.items():
-            _heartbeat()  # a burst can make one round write hundreds of jobs
-            await self.acts.write_counts(ns, job, uid)
+        # A burst makes one round write hundreds of jobs: one etcd round trip after another
+        # held every job's Running back by the whole round's writes; they are independent.
+        limit = asyncio.Semaphore(WRITE_CONCURRENCY)
+
+        async def write(uid: str, ns: str, job: str) -> None:
+            async with limit:
+                _heartbeat()
+                await self.acts.write_counts(ns, job, uid)
+
+        tasks = [asyncio.ensure_future(write(uid, ns, job)) for uid, (ns, job) in touched.items()]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:  # one failed or was cancelled: stop the rest, the round is undone
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         if reports:
             await signal_all(self.acts.client, dict(reports), SIG_REPLICAS)
         if new_uids or self.gained:

@@ -24,7 +24,10 @@ model. ``annotations`` go on every pod (e.g. ``pod-complete.stage.kwok.x-k8s.io/
 simulated clusters of ``skyshift sim k8s``).
 
 States come from one watch per cluster (``kubernetes_informer``); blocking client calls run in
-threads. Only compat errors leave this module (``kubernetes_api`` maps them).
+the cluster's own thread pool (``THREADS`` threads, as many pooled connections): asyncio's
+default pool (cores + 4 threads, shared by every cluster of the skylet) let a burst of submits
+to one cluster queue behind another cluster's listings, a few pod creations at a time. Only
+compat errors leave this module (``kubernetes_api`` maps them).
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ import contextlib
 import json
 import re
 import time
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
 
 from kubernetes.client import CoreV1Api
 from kubernetes.stream import stream as k8s_stream
@@ -45,6 +51,7 @@ from skyshift.compat.errors import CompatError, NotFound, Permanent, Transient, 
 from skyshift.compat.kubernetes_api import Conflict, KubeApi, KubeSettings, list_contexts, translate
 from skyshift.compat.kubernetes_informer import ReplicaCache, replica_of, statuses
 from skyshift.compat.kubernetes_services import KubeServices
+from skyshift.compat.kubernetes_usage import ACTIVE, PodUsage, Reflector, slim_node
 from skyshift.compat.types import (
     RUNNING,
     ClusterState,
@@ -61,6 +68,8 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _EXIT_STATUS = re.compile(r"exit (?:status|code)[: ]+(\d+)")
 _CHUNK = 40  # replica names per label selector (keeps URLs short)
 WATCH_TIMEOUT = 60  # seconds a watch request lasts before it is renewed
+THREADS = 16  # blocking calls in flight per cluster (and pooled connections to its apiserver)
+T = TypeVar("T")
 
 
 def _obj_name(obj: dict[str, Any]) -> str:
@@ -76,26 +85,43 @@ class KubernetesManager(KubeServices):
     def __init__(self, name: str, config: dict[str, Any]) -> None:
         self.name = name
         self.settings = KubeSettings.parse(name, config)
-        self.api = KubeApi(name, self.settings)
+        self.api = KubeApi(name, self.settings, pool_size=THREADS + 2)  # + the watch
+        self._threads: ThreadPoolExecutor | None = None
         ns = self.settings.namespace
         self._pods = f"/api/v1/namespaces/{ns}/pods"
         self._deployments = f"/apis/apps/v1/namespaces/{ns}/deployments"
         self._namespace_ready = False
+        self._all_pods: bool | None = None  # may list pods cluster-wide (None: not known yet)
         self._cache: ReplicaCache | None = None
+        self._usage: PodUsage | None = None
+        self._nodes: Reflector | None = None
 
     # ---- ClusterManager ---------------------------------------------------------------------
 
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in this cluster's thread pool."""
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(THREADS, thread_name_prefix=f"k8s-{self.name}")
+        return await asyncio.get_running_loop().run_in_executor(self._threads, partial(fn, *args))
+
     async def connect(self) -> None:
-        await asyncio.to_thread(self._connect)
+        await self._call(self._connect)
 
     async def close(self) -> None:
         cache, self._cache = self._cache, None
         if cache is not None:
-            await asyncio.to_thread(cache.stop)
-        await asyncio.to_thread(self.api.close)
+            await self._call(cache.stop)
+        for reflector in (self._usage, self._nodes):
+            if reflector is not None:
+                await self._call(reflector.stop)
+        self._usage = self._nodes = None
+        await self._call(self.api.close)
+        threads, self._threads = self._threads, None
+        if threads is not None:
+            threads.shutdown(wait=False)
 
     async def state(self) -> ClusterState:
-        return await asyncio.to_thread(self._state)
+        return await self._call(self._state)
 
     async def submit(self, replicas: list[ReplicaSpec]) -> list[ReplicaStatus]:
         for spec in replicas:
@@ -103,29 +129,29 @@ class KubernetesManager(KubeServices):
                 raise Permanent(f"invalid replica name {spec.name!r}: must be a DNS-1123 label")
             if spec.rank < 0 or spec.attempt < 0:
                 raise Permanent(f"replica {spec.name}: rank and attempt must be >= 0")
-        return await asyncio.to_thread(self._submit_all, replicas)
+        return await self._call(self._submit_all, replicas)
 
     async def replicas(self) -> list[ReplicaStatus]:
         cache = self._cache
         if cache is not None and cache.fresh():
             return cache.snapshot()
-        return await asyncio.to_thread(self._list_replicas)
+        return await self._call(self._list_replicas)
 
     async def delete(self, names: list[str]) -> None:
-        await asyncio.to_thread(self._delete, [n for n in names if _NAME.match(n)])
+        await self._call(self._delete, [n for n in names if _NAME.match(n)])
 
     async def delete_job(self, job_uid: str) -> list[str]:
         if not re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", job_uid):
             return []  # not a label value: no object can carry it
-        return await asyncio.to_thread(self._delete_job, job_uid)
+        return await self._call(self._delete_job, job_uid)
 
     async def logs(self, name: str, tail: int | None = None) -> str:
-        return await asyncio.to_thread(self._logs, name, tail)
+        return await self._call(self._logs, name, tail)
 
     async def exec(self, name: str, command: list[str], timeout: float = 60) -> ExecResult:
         if not command:
             raise Permanent("exec needs a command")
-        return await asyncio.to_thread(self._exec, name, command, timeout)
+        return await self._call(self._exec, name, command, timeout)
 
     # ---- connect and namespace --------------------------------------------------------------
 
@@ -135,6 +161,13 @@ class KubernetesManager(KubeServices):
         if self.settings.watch and self._cache is None:
             self._cache = ReplicaCache(self.name, self._list_objects, self._open_watch)
             self._cache.start()
+        if self.settings.watch and self._usage is None:
+            self._usage = PodUsage(self.name, self._list_active, self._watch_active)
+            self._usage.start()
+        if self.settings.watch and self._nodes is None:
+            self._nodes = Reflector(self.name, "nodes", self._list_nodes, self._watch_nodes,
+                                    slim_node)
+            self._nodes.start()
 
     def _ensure_namespace(self) -> None:
         if self._namespace_ready:
@@ -164,13 +197,52 @@ class KubernetesManager(KubeServices):
 
     # ---- state ------------------------------------------------------------------------------
 
+    def _active_pods_path(self) -> str:
+        """Every namespace's pods, or only ours without the right to list them cluster-wide."""
+        if self._all_pods is None:
+            try:
+                self.api.request("GET", "/api/v1/pods", {"limit": "1"}, what="list pods")
+                self._all_pods = True
+            except Permanent:
+                self._all_pods = False
+        return "/api/v1/pods" if self._all_pods else self._pods
+
+    def _list_active(self) -> tuple[list[dict[str, Any]], str]:
+        got = self.api.request("GET", self._active_pods_path(), {"fieldSelector": ACTIVE},
+                               what="list pods")
+        return got.get("items") or [], str((got.get("metadata") or {}).get("resourceVersion")
+                                           or "")
+
+    def _watch_active(self, rv: str) -> Any:
+        query = {"fieldSelector": ACTIVE, "resourceVersion": rv, "allowWatchBookmarks": "true",
+                 "timeoutSeconds": str(WATCH_TIMEOUT)}
+        return self.api.open_watch(self._active_pods_path(), query, WATCH_TIMEOUT + 30)
+
+    def _list_nodes(self) -> tuple[list[dict[str, Any]], str]:
+        got = self.api.request("GET", "/api/v1/nodes", what="list nodes")
+        return got.get("items") or [], str((got.get("metadata") or {}).get("resourceVersion")
+                                           or "")
+
+    def _watch_nodes(self, rv: str) -> Any:
+        query = {"resourceVersion": rv, "allowWatchBookmarks": "true",
+                 "timeoutSeconds": str(WATCH_TIMEOUT)}
+        return self.api.open_watch("/api/v1/nodes", query, WATCH_TIMEOUT + 30)
+
     def _state(self) -> ClusterState:
-        nodes = self.api.request("GET", "/api/v1/nodes", what="list nodes")["items"]
-        active = {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}
-        try:
-            pods = self.api.request("GET", "/api/v1/pods", active, what="list pods")["items"]
-        except Permanent:  # no cluster-wide pod list: count what we can see
-            pods = self.api.request("GET", self._pods, active, what="list pods")["items"]
+        # Replicas are listed before the state (see the sync loop): a pod the replica cache
+        # holds in a newer version than the usage watch does is counted as the cache has it.
+        watched = self._nodes
+        if watched is not None and watched.fresh():
+            # one node: the round still fails at once when the apiserver stops answering
+            self.api.request("GET", "/api/v1/nodes", {"limit": "1"}, what="list nodes")
+            nodes = watched.items()
+        else:
+            nodes = self._list_nodes()[0]
+        usage, cache = self._usage, self._cache
+        if usage is not None and usage.fresh():
+            pods = usage.pods(cache.raw_pods() if cache is not None else ())
+        else:
+            pods = self._list_active()[0]
         used: dict[str, Resources] = {}
         by_name = {_obj_name(n): n for n in nodes}
         for pod in pods:

@@ -161,9 +161,10 @@ def translate(exc: BaseException, what: str) -> CompatError:
 class KubeApi:
     """Raw JSON requests through one ``ApiClient`` (thread-safe; built on first use)."""
 
-    def __init__(self, cluster: str, settings: KubeSettings) -> None:
+    def __init__(self, cluster: str, settings: KubeSettings, pool_size: int = 8) -> None:
         self.cluster = cluster
         self.settings = settings
+        self.pool_size = pool_size  # pooled connections: one per thread that calls at once
         self._lock = threading.Lock()
         self._config: k8s_client.Configuration | None = None
         self._client: k8s_client.ApiClient | None = None
@@ -188,7 +189,7 @@ class KubeApi:
                 # fail fast and let Temporal retry; one quick retry covers stale keep-alives
                 cfg.retries = urllib3.Retry(total=2, connect=2, read=1, status=0, redirect=0,
                                             backoff_factor=0.1)
-                cfg.connection_pool_maxsize = 8
+                cfg.connection_pool_maxsize = self.pool_size
                 self._config = cfg
             return self._config
 

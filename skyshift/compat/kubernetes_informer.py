@@ -139,6 +139,11 @@ class ReplicaCache:
         with self._lock:
             return statuses(self._pods.values(), self._deployments.values(), self._hidden())
 
+    def raw_pods(self) -> list[Obj]:
+        """The pods as last seen (deleted replicas' included), e.g. for request sums."""
+        with self._lock:
+            return list(self._pods.values())
+
     def hidden(self) -> set[str]:
         with self._lock:
             return self._hidden()

@@ -1,0 +1,212 @@
+"""Nodes and what every active pod requests, kept by watches (for ``state()``'s allocatable).
+
+``state()`` runs every sync round (once a second) and must subtract what all pods on each node
+request, SkyShift's or not. Listing every active pod and every node each round made the cost of
+a round grow with the cluster: with 1,300 pods and 100 kwok nodes a cluster, each round moved
+megabytes of JSON from the apiserver and decoded them here (most of the skylet's CPU in a
+profile), three clusters a second, on the machine that also had to run the pods. A
+:class:`Reflector` lists once, then watches (re-listing on 410 Gone and every ``RESYNC``
+seconds), and keeps of each object only what the allocatable needs: :class:`PodUsage` for the
+active pods (the same field selector: a pod that finishes leaves the selection, which the watch
+reports as DELETED), a plain Reflector with :func:`slim_node` for the nodes.
+
+While a watch is not connected ``fresh()`` is False and the adapter lists as before, so an
+unreachable cluster still fails the round; the adapter also asks for one node every round, the
+request that notices an apiserver that stopped answering while a watch is still open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from skyshift.compat.kubernetes_informer import RESYNC, WatchStream
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"
+Lister = Callable[[], tuple[list[Obj], str]]  # objects, resourceVersion
+Watcher = Callable[[str], WatchStream]
+
+
+def key(pod: Obj) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def rv_of(pod: Obj) -> int:
+    try:
+        return int((pod.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+def slim_node(node: Obj) -> Obj:
+    """The part of a node that its capacity, schedulability and accelerator read."""
+    meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get(
+        "status") or {}
+    return {
+        "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion", "labels")
+                     if k in meta},
+        "spec": {k: spec[k] for k in ("unschedulable", "taints") if k in spec},
+        "status": {"allocatable": status.get("allocatable") or {},
+                   "capacity": status.get("capacity") or {},
+                   "conditions": [{"type": c.get("type"), "status": c.get("status")}
+                                  for c in status.get("conditions") or []]},
+    }
+
+
+def slim(pod: Obj) -> Obj:
+    """The part of a pod that ``pod_request`` and the node sum read."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+
+    def resources(containers: list[Obj] | None) -> list[Obj]:
+        return [{"resources": c.get("resources") or {}} for c in containers or []]
+
+    return {
+        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion")
+                     if k in meta},
+        "spec": {"nodeName": spec.get("nodeName"),
+                 "containers": resources(spec.get("containers")),
+                 "initContainers": resources(spec.get("initContainers"))},
+        "status": {"phase": (pod.get("status") or {}).get("phase")},
+    }
+
+
+def active(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+class Reflector:
+    """One kind of object of one cluster (slimmed), kept current by one daemon thread."""
+
+    def __init__(self, cluster: str, what: str, lister: Lister, watcher: Watcher,
+                 keep: Callable[[Obj], Obj]) -> None:
+        self.cluster = cluster
+        self.what = what
+        self._lister = lister
+        self._watcher = watcher
+        self._keep = keep
+        self._lock = threading.Lock()
+        self._objs: dict[str, Obj] = {}
+        self._connected = False
+        self._stop = threading.Event()
+        self._stream: WatchStream | None = None
+        self._thread: threading.Thread | None = None
+        self.last_error = ""
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name=f"k8s-{self.what}-{self.cluster}", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        stream = self._stream
+        if stream is not None:
+            shutdown = getattr(stream, "shutdown", None) or stream.close
+            with contextlib.suppress(Exception):
+                shutdown()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+
+    def fresh(self) -> bool:
+        return self._connected and not self._stop.is_set()
+
+    def items(self) -> list[Obj]:
+        with self._lock:
+            return list(self._objs.values())
+
+    def _seed(self, objs: list[Obj]) -> None:
+        with self._lock:
+            self._objs = {key(o): self._keep(o) for o in objs}
+
+    def _apply(self, kind: str, obj: Obj) -> None:
+        k = key(obj)
+        with self._lock:
+            have = self._objs.get(k)
+            if have is not None and rv_of(obj) < rv_of(have):
+                return  # older than what is kept
+            if kind == "DELETED":
+                self._objs.pop(k, None)
+            elif kind in ("ADDED", "MODIFIED"):
+                self._objs[k] = self._keep(obj)
+
+    def _run(self) -> None:
+        backoff = 0.5
+        while not self._stop.is_set():
+            try:
+                pods, rv = self._lister()
+                self._seed(pods)
+                listed = time.monotonic()
+                backoff = 0.5
+                while not self._stop.is_set() and time.monotonic() - listed < RESYNC:
+                    rv = self._watch_once(rv)
+            except _Expired:
+                self._connected = False
+            except Exception as exc:  # unreachable: state() lists directly meanwhile
+                self._connected = False
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.debug("%s watch of cluster %s broke: %s", self.what, self.cluster,
+                          self.last_error)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+        self._connected = False
+
+    def _watch_once(self, rv: str) -> str:
+        stream = self._watcher(rv)
+        self._stream = stream
+        self._connected = True
+        try:
+            for line in stream:
+                if self._stop.is_set():
+                    break
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise _Expired()
+                    raise RuntimeError(f"watch error: {obj.get('message')}")
+                if kind != "BOOKMARK":
+                    self._apply(str(kind), obj)
+                rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+        finally:
+            self._stream = None
+            with contextlib.suppress(Exception):
+                stream.close()
+        return rv
+
+
+class PodUsage(Reflector):
+    """Every active pod of one cluster (slimmed)."""
+
+    def __init__(self, cluster: str, lister: Lister, watcher: Watcher) -> None:
+        super().__init__(cluster, "pods", lister, watcher, slim)
+
+    def pods(self, newer: Iterable[Obj] = ()) -> list[Obj]:
+        """The active pods, each replaced by its version in ``newer`` when that one is more
+        recent (the replica cache may have seen a SkyShift pod's binding before this watch:
+        every replica the skylet reports as seen must be in the allocatable it writes)."""
+        out = {key(p): p for p in self.items()}
+        for pod in newer:
+            k = key(pod)
+            have = out.get(k)
+            if have is None or rv_of(pod) > rv_of(have):
+                if active(pod):
+                    out[k] = pod
+                else:
+                    out.pop(k, None)
+        return list(out.values())
+
+
+class _Expired(Exception):
+    """The watch's resourceVersion is too old (410): list again."""
