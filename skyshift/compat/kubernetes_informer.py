@@ -15,13 +15,8 @@ what the cache holds are ignored.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import logging
-import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
 
 from skyshift.compat.kubernetes_objects import (
     REPLICA,
@@ -30,19 +25,11 @@ from skyshift.compat.kubernetes_objects import (
     deployment_placeholder,
     pod_status,
 )
+from skyshift.compat.kubernetes_watch import WatchLoop, WatchStream
 from skyshift.compat.types import ReplicaStatus
-
-log = logging.getLogger(__name__)
 
 TOMBSTONE_TTL = 120.0  # seconds the pods of a deleted replica stay hidden at most
 TOMBSTONE_MIN = 10.0  # ... and at least (events about them may still be on their way)
-RESYNC = 300.0  # seconds between full re-lists (catches Deployments created elsewhere)
-
-
-class WatchStream(Protocol):
-    def __iter__(self) -> Any: ...
-    def close(self) -> None: ...
-
 
 Lister = Callable[[], tuple[list[Obj], list[Obj], str]]  # pods, deployments, resourceVersion
 Watcher = Callable[[str], WatchStream]
@@ -89,49 +76,16 @@ def statuses(pods: Iterable[Obj], deployments: Iterable[Obj],
     return [out[name] for name in sorted(out)]
 
 
-class _Expired(Exception):
-    """The watch's resourceVersion is too old (410): list again."""
-
-
-class ReplicaCache:
+class ReplicaCache(WatchLoop):
     """SkyShift's pods and Deployments of one namespace, kept current by one watch thread."""
 
     def __init__(self, cluster: str, lister: Lister, watcher: Watcher) -> None:
-        self.cluster = cluster
+        super().__init__(cluster, f"k8s-watch-{cluster}")
         self._lister = lister
         self._watcher = watcher
-        self._lock = threading.Lock()
         self._pods: dict[str, Obj] = {}
         self._deployments: dict[str, Obj] = {}
         self._tombstones: dict[str, float] = {}
-        self._connected = False
-        self._stop = threading.Event()
-        self._stream: WatchStream | None = None
-        self._thread: threading.Thread | None = None
-        self.last_error = ""
-
-    # ---- lifecycle ----------------------------------------------------------------------------
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._run, name=f"k8s-watch-{self.cluster}", daemon=True
-            )
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        stream = self._stream
-        if stream is not None:
-            shutdown = getattr(stream, "shutdown", None) or stream.close
-            with contextlib.suppress(Exception):  # already closed by the other side
-                shutdown()
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-
-    def fresh(self) -> bool:
-        """True while the watch is connected: the snapshot is current."""
-        return self._connected and not self._stop.is_set()
 
     # ---- reads and writes -----------------------------------------------------------------------
 
@@ -207,51 +161,16 @@ class ReplicaCache:
         elif _newer_or_same(pod, self._pods.get(name)):
             self._pods[name] = pod
 
-    # ---- the watch thread ---------------------------------------------------------------------
+    # ---- the watch thread (WatchLoop) -------------------------------------------------------
 
-    def _run(self) -> None:
-        backoff = 0.5
-        while not self._stop.is_set():
-            try:
-                pods, deployments, rv = self._lister()
-                self.seed(pods, deployments, rv)
-                listed = time.monotonic()
-                backoff = 0.5
-                while not self._stop.is_set() and time.monotonic() - listed < RESYNC:
-                    rv = self._watch_once(rv)
-            except _Expired:
-                self._connected = False
-            except Exception as exc:  # the cluster is unreachable: callers list directly
-                self._connected = False
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.debug("watch of cluster %s broke: %s", self.cluster, self.last_error)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
-        self._connected = False
-
-    def _watch_once(self, rv: str) -> str:
-        stream = self._watcher(rv)
-        self._stream = stream
-        self._connected = True
-        try:
-            for line in stream:
-                if self._stop.is_set():
-                    break
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise _Expired()
-                    raise RuntimeError(f"watch error: {obj.get('message')}")
-                new_rv = _meta(obj).get("resourceVersion")
-                if kind != "BOOKMARK":
-                    with self._lock:
-                        self._apply_pod(str(kind), obj)
-                rv = str(new_rv or rv)
-        finally:
-            self._stream = None
-            with contextlib.suppress(Exception):  # closing a broken stream may fail again
-                stream.close()
+    def _relist(self) -> str:
+        pods, deployments, rv = self._lister()
+        self.seed(pods, deployments, rv)
         return rv
+
+    def _watch(self, rv: str) -> WatchStream:
+        return self._watcher(rv)
+
+    def _on_event(self, kind: str, obj: Obj) -> None:
+        with self._lock:
+            self._apply_pod(kind, obj)

@@ -17,17 +17,11 @@ request that notices an apiserver that stopped answering while a watch is still 
 
 from __future__ import annotations
 
-import contextlib
-import json
-import logging
-import threading
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from skyshift.compat.kubernetes_informer import RESYNC, WatchStream
+from skyshift.compat.kubernetes_watch import WatchLoop, WatchStream
 
-log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"
 Lister = Callable[[], tuple[list[Obj], str]]  # objects, resourceVersion
@@ -82,43 +76,17 @@ def active(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
-class Reflector:
+class Reflector(WatchLoop):
     """One kind of object of one cluster (slimmed), kept current by one daemon thread."""
 
     def __init__(self, cluster: str, what: str, lister: Lister, watcher: Watcher,
                  keep: Callable[[Obj], Obj]) -> None:
-        self.cluster = cluster
+        super().__init__(cluster, f"k8s-{what}-{cluster}")
         self.what = what
         self._lister = lister
         self._watcher = watcher
         self._keep = keep
-        self._lock = threading.Lock()
         self._objs: dict[str, Obj] = {}
-        self._connected = False
-        self._stop = threading.Event()
-        self._stream: WatchStream | None = None
-        self._thread: threading.Thread | None = None
-        self.last_error = ""
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._run, name=f"k8s-{self.what}-{self.cluster}", daemon=True
-            )
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        stream = self._stream
-        if stream is not None:
-            shutdown = getattr(stream, "shutdown", None) or stream.close
-            with contextlib.suppress(Exception):
-                shutdown()
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-
-    def fresh(self) -> bool:
-        return self._connected and not self._stop.is_set()
 
     def items(self) -> list[Obj]:
         with self._lock:
@@ -139,51 +107,16 @@ class Reflector:
             elif kind in ("ADDED", "MODIFIED"):
                 self._objs[k] = self._keep(obj)
 
-    def _run(self) -> None:
-        backoff = 0.5
-        while not self._stop.is_set():
-            try:
-                pods, rv = self._lister()
-                self._seed(pods)
-                listed = time.monotonic()
-                backoff = 0.5
-                while not self._stop.is_set() and time.monotonic() - listed < RESYNC:
-                    rv = self._watch_once(rv)
-            except _Expired:
-                self._connected = False
-            except Exception as exc:  # unreachable: state() lists directly meanwhile
-                self._connected = False
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.debug("%s watch of cluster %s broke: %s", self.what, self.cluster,
-                          self.last_error)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
-        self._connected = False
-
-    def _watch_once(self, rv: str) -> str:
-        stream = self._watcher(rv)
-        self._stream = stream
-        self._connected = True
-        try:
-            for line in stream:
-                if self._stop.is_set():
-                    break
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise _Expired()
-                    raise RuntimeError(f"watch error: {obj.get('message')}")
-                if kind != "BOOKMARK":
-                    self._apply(str(kind), obj)
-                rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
-        finally:
-            self._stream = None
-            with contextlib.suppress(Exception):
-                stream.close()
+    def _relist(self) -> str:
+        objs, rv = self._lister()
+        self._seed(objs)
         return rv
+
+    def _watch(self, rv: str) -> WatchStream:
+        return self._watcher(rv)
+
+    def _on_event(self, kind: str, obj: Obj) -> None:
+        self._apply(kind, obj)
 
 
 class PodUsage(Reflector):
@@ -206,7 +139,3 @@ class PodUsage(Reflector):
                 else:
                     out.pop(k, None)
         return list(out.values())
-
-
-class _Expired(Exception):
-    """The watch's resourceVersion is too old (410): list again."""
