@@ -80,6 +80,7 @@ class ClusterManagerContract:
     image: str = "busybox:1.36"
     request: Resources = Resources(cpus=0.5, memory=64)  # must fit one node of the cluster
     deadline: float = 60.0
+    has_exec: bool = True  # False: exec must raise Unsupported and leave the replica running
 
     @pytest.fixture
     async def cluster(self, manager_factory: ManagerFactory) -> AsyncIterator[Cluster]:
@@ -243,12 +244,13 @@ class ClusterManagerContract:
         spec = cluster.spec("sleep 600", envs={"CONTRACT_VAR": "x"})
         await cluster.submit(spec)
         await cluster.wait(spec.name, RUNNING)
-        try:
-            result = await cluster.manager.exec(
-                spec.name, ["sh", "-c", 'echo "$CONTRACT_VAR $SKYSHIFT_REPLICA"; exit 3']
-            )
-        except Unsupported:
-            pytest.skip("this manager has no exec")
+        command = ["sh", "-c", 'echo "$CONTRACT_VAR $SKYSHIFT_REPLICA"; exit 3']
+        if not self.has_exec:
+            with pytest.raises(Unsupported, match="no exec"):
+                await cluster.manager.exec(spec.name, command)
+            assert (await cluster.wait(spec.name, RUNNING)).state == RUNNING  # untouched
+            return
+        result = await cluster.manager.exec(spec.name, command)
         assert result.exit_code == 3
         assert result.stdout.strip() == f"x {spec.name}"
 

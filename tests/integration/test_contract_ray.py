@@ -23,6 +23,7 @@ pytestmark = pytest.mark.integration
 class TestRayContract(ClusterManagerContract):
     request = Resources(cpus=0.25, memory=64)
     deadline = 120.0  # a Ray job's first start sets up its runtime env (slow on a busy host)
+    has_exec = False  # Ray jobs have no exec: the suite checks it says so
 
     @pytest.fixture
     def manager_factory(self, ray_cluster: SimRayCluster) -> ManagerFactory:
