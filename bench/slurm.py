@@ -191,13 +191,17 @@ class ThroughSkyShift:
         self.run_id = run_id
         self.names: list[str] = []
 
-    async def attach(self, sim: SimSlurmCluster, workdir: Path) -> None:
+    async def attach(self, sim: SimSlurmCluster, workdir: Path,
+                     queue_depth: float | None = None) -> None:
         with contextlib.suppress(ApiError):
             await self.api.delete("clusters", CLUSTER)
             await self._gone("clusters", CLUSTER, 120)
         await self.api.create({
             "kind": "Cluster", "metadata": {"name": CLUSTER, "labels": {"bench": CLUSTER}},
-            "spec": {"manager": "slurm", "config": sim.adapter_config(workdir)},
+            "spec": {"manager": "slurm", "config": {
+                **sim.adapter_config(workdir),
+                **({} if queue_depth is None else {"queue_depth": queue_depth}),
+            }},
         })
         deadline = time.monotonic() + 120
         while True:
@@ -330,7 +334,7 @@ async def run(args: argparse.Namespace, url: str, home: Path, sim: SimSlurmClust
         "original": ORIGINAL,
     }
     try:
-        await sky.attach(sim, tmp / "skyshift")
+        await sky.attach(sim, tmp / "skyshift", args.queue_depth)
         log(f"cluster {CLUSTER}: {len(sim.nodes)} nodes x {sim.node_cpus} CPUs ({slots} "
             f"one-CPU jobs at once), attached and Ready")
         queue = ((await api.get("clusters", CLUSTER)).get("status") or {}).get("queue") or {}
@@ -399,6 +403,9 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16, help="clients submitting the drain")
     ap.add_argument("--nodes", type=int, default=2)
     ap.add_argument("--node-cpus", type=int, default=16)
+    ap.add_argument("--queue-depth", type=float, default=None,
+                    help="the cluster's queue_depth (default: the adapter's; 0 turns the "
+                         "batch queue off, for an A/B run)")
     args = ap.parse_args()
     if args.quick:
         args.latency_jobs, args.drain = min(args.latency_jobs, 10), min(args.drain, 50)
