@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
+from skyshift.compat.name_locks import NameLocks
 from skyshift.compat.ray_map import (
     RayMeta,
     classify,
@@ -69,7 +70,6 @@ from skyshift.compat.ray_map import (
     user_log,
     validate_spec,
 )
-from skyshift.compat.slurm_gate import NameLocks
 from skyshift.compat.types import (
     PENDING,
     RUNNING,

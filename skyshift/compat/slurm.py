@@ -64,8 +64,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from skyshift.compat.errors import NotFound, Permanent, Transient
+from skyshift.compat.name_locks import NameLocks
 from skyshift.compat.slurm_config import SlurmConfig
-from skyshift.compat.slurm_gate import Coalescer, Gate, NameLocks
+from skyshift.compat.slurm_gate import Coalescer, Gate
 from skyshift.compat.slurm_parse import (
     Outcome,
     Record,

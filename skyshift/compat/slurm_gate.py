@@ -4,7 +4,7 @@ The adapter used to serialise every submit behind one lock and read the whole qu
 which capped a burst at a few submits a second. What idempotency really needs is narrower:
 
 * two submits of the *same* replica name must not both decide "not there yet" -> one lock per
-  name (:class:`NameLocks`);
+  name (:class:`skyshift.compat.name_locks.NameLocks`);
 * a delete must not interleave with submits (it cancels, then removes records) -> :class:`Gate`:
   submits share it, a delete takes it alone, in arrival order (neither starves the other);
 * concurrent submits each need a fresh look at their names -> :class:`Coalescer` runs one lookup
@@ -80,35 +80,6 @@ class Gate:
 
     def exclusive(self) -> contextlib.AbstractAsyncContextManager[None]:
         return self._hold(True)
-
-
-class NameLocks:
-    """One lock per name, dropped when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._users: dict[str, int] = {}
-
-    @contextlib.asynccontextmanager
-    async def hold(self, names: list[str]) -> AsyncIterator[None]:
-        """All of ``names``, taken in sorted order (no deadlock between overlapping sets)."""
-        ordered = sorted(set(names))
-        for name in ordered:
-            self._users[name] = self._users.get(name, 0) + 1
-            self._locks.setdefault(name, asyncio.Lock())
-        taken: list[str] = []
-        try:
-            for name in ordered:
-                await self._locks[name].acquire()
-                taken.append(name)
-            yield
-        finally:
-            for name in taken:
-                self._locks[name].release()
-            for name in ordered:
-                self._users[name] -= 1
-                if not self._users[name]:
-                    del self._users[name], self._locks[name]
 
 
 class Coalescer(Generic[T]):

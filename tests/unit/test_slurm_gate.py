@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from skyshift.compat.slurm_gate import Coalescer, Gate, NameLocks
+from skyshift.compat.name_locks import NameLocks
+from skyshift.compat.slurm_gate import Coalescer, Gate
 
 
 async def test_exclusive_waits_for_shared_and_blocks_new_shared() -> None:
