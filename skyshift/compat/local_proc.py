@@ -136,11 +136,34 @@ def _pid_exists(pid: int) -> bool:
     return True
 
 
-def signal_group(info: ProcInfo, sig: int) -> None:
-    """Signal the replica's whole process group, only if it is still ours."""
-    if alive(info):
+def signal_group(info: ProcInfo, sig: int, members: set[int] | None = None) -> None:
+    """Signal the replica's whole process group, only if it is still ours: its supervisor
+    runs, or the group still has live members (``members``: groups seen by
+    :func:`live_groups`; a group id is not reused while a process is in the group)."""
+    if alive(info) or (members is not None and info.group in members):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(info.group, sig)
+
+
+def live_groups() -> set[int] | None:
+    """Process groups with a live (not zombie) member, from one pass over /proc; None where
+    there is no /proc. A replica's command may outlive its supervisor for a moment (both
+    killed at once, the command not yet scheduled) or for good (a child that ignores SIGTERM
+    while the supervisor exits): stopping waits for the group, not only the supervisor."""
+    if not _HAVE_PROC:
+        return None
+    groups: set[int] = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[-1].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and fields[0] not in (b"Z", b"X"):
+            groups.add(int(fields[2]))
+    return groups
 
 
 def launch(rdir: Path, argv: list[str], env: dict[str, str], timeout: float = 30.0) -> None:
@@ -219,25 +242,38 @@ def wait_launch(rdir: Path) -> None:
             os.close(fd)
 
 
+def _still_running(infos: list[ProcInfo]) -> tuple[list[ProcInfo], set[int] | None]:
+    """The replicas whose supervisor or any process of whose group is alive."""
+    running = [i for i in infos if alive(i)]
+    if len(running) == len(infos):
+        return running, None  # no need to read /proc for the groups
+    members = live_groups()
+    if members is None:
+        return running, None
+    return [i for i in infos if i in running or i.group in members], members
+
+
 def _wait_gone(running: list[ProcInfo], seconds: float, poll: float) -> list[ProcInfo]:
     deadline = time.monotonic() + seconds
     while running and time.monotonic() < deadline:
         time.sleep(poll)
-        running = [i for i in running if alive(i)]
+        running, _ = _still_running(running)
     return running
 
 
 def stop(infos: list[ProcInfo], grace: float, poll: float = 0.05) -> None:
-    """SIGTERM every group, wait up to ``grace`` seconds, then SIGKILL whatever is left.
+    """SIGTERM every group, wait up to ``grace`` seconds, then SIGKILL whatever is left, and
+    return once no process of those groups is alive (bounded: 5 s after the SIGKILL).
 
     Blocking: call it from a thread (``asyncio.to_thread``) in async code.
     """
-    running = [i for i in infos if alive(i)]
+    running, members = _still_running(infos)
     for info in running:
-        signal_group(info, signal.SIGTERM)
+        signal_group(info, signal.SIGTERM, members)
     running = _wait_gone(running, grace, poll)
+    running, members = _still_running(running)
     for info in running:
-        signal_group(info, signal.SIGKILL)
+        signal_group(info, signal.SIGKILL, members)
     _wait_gone(running, 5.0, poll)
 
 

@@ -257,11 +257,19 @@ async def _cleanup(env: E2E) -> None:
 
 async def test_job_succeeds_on_slurm_with_logs(e2e: E2E) -> None:
     name = e2e.job_name("hello")
+    # the job runs until the test has seen it Running (a fixed sleep could end between two
+    # syncs, and the phase would go straight from Pending to Succeeded); bounded by 120 s
+    release = Path(tempfile.gettempdir()) / f"skyshift-e2e-{name}.release"
     job = await e2e.submit(name, "echo hello from slurm rank $SKYSHIFT_RANK of $SKYSHIFT_JOB; "
-                           "sleep 1", ["e2e-slurm1"], restartPolicy="Never")
-    running = await e2e.phase("jobs", name, "Running")
+                           f"for i in $(seq 600); do [ -e {release} ] && break; sleep 0.2; done",
+                           ["e2e-slurm1"], restartPolicy="Never")
+    try:
+        running = await e2e.phase("jobs", name, "Running")
+    finally:
+        release.touch()
     assert running["status"]["placement"] == {"e2e-slurm1": 1}
     done = await e2e.phase("jobs", name, "Succeeded")
+    release.unlink(missing_ok=True)
     assert counts(done, "e2e-slurm1")["Succeeded"] == 1
     assert done["status"]["restarts"] == 0
     [replica] = names_of(job, range(1))

@@ -232,6 +232,17 @@ async def test_delete_kills_the_whole_process_group(local: LocalManager) -> None
     assert not (local.config.state_dir / "replicas" / spec.name).exists()
 
 
+async def test_delete_kills_a_child_that_ignores_sigterm(local: LocalManager) -> None:
+    """The command exits on SIGTERM, and with it the supervisor, but a child that ignores
+    SIGTERM lives on in the replica's group: delete must not return until it is killed."""
+    spec = make_spec("(trap '' TERM; exec sleep 600) & exec sleep 600")
+    await local.submit([spec])
+    await wait_state(local, spec.name, RUNNING)
+    assert len(sessions_of(spec.name)) == 1
+    await local.delete([spec.name])
+    assert sessions_of(spec.name) == set()
+
+
 async def test_interrupted_delete_is_finished_on_connect(local_factory: Factory,
                                                          local: LocalManager) -> None:
     spec = make_spec("sleep 600")
