@@ -387,10 +387,15 @@ async def test_replicas_spill_from_slurm_to_local_and_run_once(e2e: E2E) -> None
     shared = Path(tempfile.mkdtemp(prefix="e2e-runs-"))
     shared.chmod(0o1777)
     runs = shared / f"{name}.runs"
+    release = shared / "release"  # every replica runs until the test has seen the job Running
     job = await e2e.submit(name, f"echo $SKYSHIFT_RANK >> {runs}; echo rank $SKYSHIFT_RANK; "
-                           "sleep 3", ["e2e-slurm1", "local"], cpus=cpus, replicas=replicas,
+                           f"for i in $(seq 600); do [ -e {release} ] && break; sleep 0.2; done",
+                           ["e2e-slurm1", "local"], cpus=cpus, replicas=replicas,
                            restartPolicy="Never")
-    running = await e2e.phase("jobs", name, "Running")
+    try:
+        running = await e2e.phase("jobs", name, "Running")
+    finally:
+        release.touch()
     placement = running["status"]["placement"]
     assert set(placement) == {"e2e-slurm1", "local"}, placement
     assert sum(placement.values()) == replicas
