@@ -93,6 +93,23 @@ def parse_endpoints(value: str) -> list[tuple[str, int]]:
     return out
 
 
+DEFAULT_SCHEDULE_MIN_INTERVAL = 60
+
+
+def schedule_min_interval() -> int:
+    """The shortest Schedule interval the API accepts, in seconds
+    (``SKYSHIFT_SCHEDULE_MIN_INTERVAL``, default 60, the finest a cron can do). A one-second
+    schedule creates 86,400 objects a day: an admin may lower it, a user may not."""
+    raw = _env("SKYSHIFT_SCHEDULE_MIN_INTERVAL", str(DEFAULT_SCHEDULE_MIN_INTERVAL))
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(
+            f"SKYSHIFT_SCHEDULE_MIN_INTERVAL={raw!r}: expected a number of seconds"
+        ) from None
+    return max(value, 1)
+
+
 @dataclass
 class Settings:
     """Where the parts of SkyShift live. Built with :meth:`from_env`."""

@@ -218,6 +218,12 @@ class ScheduleActivities:
         except (ValidationError, ValueError) as err:  # stored by an older version, say
             return RunRef(message=f"the schedule is invalid: {err}")
         kind, name = manifest["kind"], manifest["metadata"]["name"]
+        active = await self._active_runs(inp, uid_of(obj), PLURAL[kind], name)
+        if active >= model.spec.maxActiveRuns:
+            why = (f"run at {inp.scheduled} skipped: {active} runs still going "
+                   f"(maxActiveRuns {model.spec.maxActiveRuns})")
+            await self._status(ScheduleRef(inp.namespace, inp.schedule, inp.uid), message=why)
+            return RunRef(message=why)
         new = True
         try:
             created = await spawn.create_and_start(self.store, self.client, manifest)
@@ -240,8 +246,22 @@ class ScheduleActivities:
         except RPCError:
             upcoming = []
         fields: dict[str, Any] = {} if model.spec.suspend else {"nextRunTimes": upcoming}
+        if new:
+            fields["message"] = ""  # a run started: any "skipped" note is old news
         await self._status(ref, (inp.scheduled, name) if new else None, **fields)
         return RunRef(kind, name, uid_of(created))
+
+    async def _active_runs(self, inp: StartRunInput, owner: str, plural: str, run: str) -> int:
+        """Runs of the schedule that have not finished, this run itself (a retried start)
+        not counted."""
+        listed = await self.store.list(plural, inp.namespace,
+                                       label_selector={SCHEDULE_LABEL: inp.schedule})
+        return sum(
+            1 for o in listed.items
+            if owned_by(o, owner) and (o.get("metadata") or {}).get("name") != run
+            and not (o.get("metadata") or {}).get("deletionTimestamp")
+            and (o.get("status") or {}).get("phase") not in (*TERMINAL, "Cancelled")
+        )
 
     @activity.defn(name="read_run")
     async def read_run(self, inp: ScheduleRunLook) -> ReadRunResult:

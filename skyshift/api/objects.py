@@ -19,9 +19,11 @@ from skyshift.api import patches
 from skyshift.api.errors import ApiError, from_validation
 from skyshift.api.limits import DEFAULT_LIMITS, Limits
 from skyshift.api.patches import merge_patch as merge_patch  # re-exported
+from skyshift.config import schedule_min_interval
 from skyshift.models.base import API_VERSION
 from skyshift.models.meta import now_iso
 from skyshift.models.registry import KINDS, KindInfo, UnknownKind, kind_info, parse_object
+from skyshift.models.schedule import parse_duration
 
 SERVER_OWNED = ("uid", "creationTimestamp", "generation", "deletionTimestamp")
 
@@ -100,7 +102,26 @@ def validate(info: KindInfo, data: dict[str, Any]) -> dict[str, Any]:
         raise from_validation(exc, info.kind) from exc
     except ValueError as exc:
         raise ApiError(422, f"invalid {info.kind}: {exc}") from exc
-    return obj.to_dict()
+    out = obj.to_dict()
+    _server_policy(info.kind, out)
+    return out
+
+
+def _server_policy(kind: str, obj: dict[str, Any]) -> None:
+    """What this server allows beyond what the model accepts (the model also reads objects
+    stored under an older policy, which must stay readable)."""
+    if kind != "Schedule":
+        return
+    interval = str((obj.get("spec") or {}).get("interval") or "")
+    try:
+        minimum = schedule_min_interval()
+    except ValueError as exc:
+        raise ApiError(500, f"server misconfigured: {exc}") from None
+    if interval and parse_duration(interval) < minimum:
+        raise ApiError(
+            422, f"spec.interval: {interval} is shorter than this server allows ({minimum}s; "
+            "the admin sets SKYSHIFT_SCHEDULE_MIN_INTERVAL)", field="spec.interval",
+        )
 
 
 def prepare_create(info: KindInfo, data: dict[str, Any]) -> dict[str, Any]:

@@ -82,13 +82,16 @@ def create_pipeline(state: CliState, /, name: str, namespace: str | None, path: 
 @click.option("--cron", default=None, metavar="EXPR",
               help="When, as 5 cron fields ('0 2 * * *') or @hourly, @daily...")
 @click.option("--every", default=None, metavar="DURATION",
-              help="When, as an interval: 30s, 10m, 2h, 1d.")
+              help="When, as an interval: 10m, 2h, 1d (the server's floor is 60s unless its "
+              "admin set SKYSHIFT_SCHEDULE_MIN_INTERVAL).")
 @click.option("--timezone", default="UTC", show_default=True, help="IANA zone of --cron.")
 @click.option("--overlap", type=click.Choice(OVERLAPS), default="Skip", show_default=True,
               help="A run due while the previous one still runs: skip it, queue one or all, "
               "cancel the previous one, or run both.")
 @click.option("--history-limit", type=click.IntRange(1, 100), default=10, show_default=True,
               help="Finished runs to keep (older ones are deleted).")
+@click.option("--max-active-runs", type=click.IntRange(1, 50), default=5, show_default=True,
+              help="Unfinished runs at once; a run due beyond it is skipped.")
 @click.option("--suspend", is_flag=True, help="Create it paused (`skyctl resume` starts it).")
 @click.option("--run", default=None, help="What: one command, run as a one-replica job.")
 @click.option("--image", default=None, help="With --run: container image.")
@@ -101,7 +104,8 @@ def create_pipeline(state: CliState, /, name: str, namespace: str | None, path: 
 @pass_state
 def create_schedule(state: CliState, /, name: str, namespace: str | None, cron: str | None,
                     every: str | None, timezone: str, overlap: str, history_limit: int,
-                    suspend: bool, run: str | None, image: str | None, cpus: str,
+                    max_active_runs: int, suspend: bool, run: str | None, image: str | None,
+                    cpus: str,
                     path: str | None, params: tuple[tuple[str, str], ...],
                     dry_run: bool) -> None:
     """Create Jobs or Pipelines on a cron or an interval (a Temporal Schedule).
@@ -119,7 +123,8 @@ def create_schedule(state: CliState, /, name: str, namespace: str | None, cron: 
     ns = state.namespace(namespace)
     spec: dict[str, Any] = {
         "timezone": timezone, "overlapPolicy": overlap, "historyLimit": history_limit,
-        "suspend": suspend, **({"cron": cron} if cron else {"interval": every}),
+        "maxActiveRuns": max_active_runs, "suspend": suspend,
+        **({"cron": cron} if cron else {"interval": every}),
     }
     if run is not None:
         job = job_manifest(name, namespace=ns, run=run, image=image, cpus=cpus,
@@ -218,7 +223,8 @@ def _when(value: str, option: str) -> str:
               "unless it says otherwise).")
 @click.option("--to", "end", required=True, metavar="TIME", help="ISO 8601 end (included).")
 @click.option("--overlap", type=click.Choice(OVERLAPS), default="AllowAll", show_default=True,
-              help="How the backfilled runs overlap each other.")
+              help="How the backfilled runs overlap each other (AllowAll runs at most the "
+              "schedule's maxActiveRuns and skips the rest; BufferAll queues them).")
 @click.option("--namespace", "-n", default=None, metavar="NS", help="Namespace.")
 @pass_state
 def backfill(state: CliState, kind: str, name: str, start: str, end: str, overlap: str,

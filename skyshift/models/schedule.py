@@ -6,8 +6,8 @@ Schedule of the same id in line with the spec. Each run is a ScheduledRunWorkflo
 to end, so Temporal's overlap policy applies to the runs: ``Skip`` (default) skips a run while
 the previous one is still going, ``BufferOne``/``BufferAll`` queue them, ``CancelOther`` stops
 the previous run (its Job is deleted, its Pipeline cancelled), ``AllowAll`` runs them side by
-side. ``suspend: true`` pauses it (``skyctl pause/resume schedule``). The newest
-``historyLimit`` finished runs are kept; older ones are deleted.
+side, at most ``maxActiveRuns`` at once. ``suspend: true`` pauses it (``skyctl pause/resume
+schedule``). The newest ``historyLimit`` finished runs are kept; older ones are deleted.
 """
 
 from __future__ import annotations
@@ -101,6 +101,9 @@ class ScheduleSpec(StrictModel):
     overlapPolicy: OverlapPolicy = "Skip"
     catchupWindow: str = "5m"
     historyLimit: int = Field(default=10, ge=1, le=100)
+    #: Runs of this schedule unfinished at once; a run due beyond it is skipped and says so
+    #: (bounds AllowAll and backfills; Skip and CancelOther keep one anyway)
+    maxActiveRuns: int = Field(default=5, ge=1, le=50)
     jobTemplate: JobTemplateSpec | None = None
     pipelineTemplate: PipelineTemplateSpec | None = None
 

@@ -60,6 +60,8 @@ async def test_bad_pipelines_name_the_field(
         ({"cron": "0 2 * * *", "timezone": "Mars/Olympus"}, "spec.timezone", "time zone"),
         ({"cron": "0 2 * * *", "overlapPolicy": "TerminateOther"}, "spec.overlapPolicy", ""),
         ({"cron": "0 2 * * *", "historyLimit": 0}, "spec.historyLimit", ""),
+        ({"cron": "0 2 * * *", "maxActiveRuns": 0}, "spec.maxActiveRuns", ""),
+        ({"cron": "0 2 * * *", "maxActiveRuns": 51}, "spec.maxActiveRuns", ""),
     ],
 )
 async def test_bad_schedules_name_the_field(
@@ -71,6 +73,31 @@ async def test_bad_schedules_name_the_field(
     err = await _refused(api_client, store, "POST", "/default/schedules", 422, json=body)
     assert err["field"] == field, err
     assert words in err["message"], err
+
+
+async def test_schedule_interval_under_the_servers_minimum_is_refused(
+    api_client: httpx.AsyncClient, store: ObjectStore, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A one-second schedule would make 86,400 objects a day: by default the API takes 60 s
+    at least, and the admin's SKYSHIFT_SCHEDULE_MIN_INTERVAL moves that floor."""
+    monkeypatch.delenv("SKYSHIFT_SCHEDULE_MIN_INTERVAL", raising=False)
+    body = {"kind": "Schedule", "metadata": {"name": "often"},
+            "spec": {"interval": "1s", "jobTemplate": {"spec": {"run": "date"}}}}
+    err = await _refused(api_client, store, "POST", "/default/schedules", 422, json=body)
+    assert err["field"] == "spec.interval", err
+    assert "shorter than this server allows (60s" in err["message"], err
+    r = await api_client.post("/default/schedules", json={**body, "spec": {
+        **body["spec"], "interval": "1m"}})
+    assert r.status_code == 201, r.text
+    merge = {"Content-Type": "application/merge-patch+json"}
+    err = await _refused(api_client, store, "PATCH", "/default/schedules/often", 422,
+                         headers=merge, content='{"spec": {"interval": "10s"}}')
+    assert err["field"] == "spec.interval", err
+    assert (await store.get("schedules", "often", "default"))["spec"]["interval"] == "1m"
+    monkeypatch.setenv("SKYSHIFT_SCHEDULE_MIN_INTERVAL", "5")
+    r = await api_client.patch("/default/schedules/often", headers=merge,
+                               content='{"spec": {"interval": "10s"}}')
+    assert r.status_code == 200, r.text
 
 
 async def test_schedule_needs_exactly_one_template(

@@ -125,7 +125,7 @@ def test_failed_step_retried_and_cancel(devstack: DevStack, pipeline_file: Path)
 def test_schedule_from_flags_pause_trigger_backfill(devstack: DevStack) -> None:
     name = f"sc-{uuid.uuid4().hex[:6]}"
     ok(skyctl(devstack, "create", "schedule", name, "--every", "3s", "--run", "echo tick",
-              "--history-limit", "3"))
+              "--history-limit", "3", "--max-active-runs", "8"))
     until("3 runs", lambda: get_json(devstack, "schedule", name)["status"].get("runs", 0) >= 3)
     table = ok(skyctl(devstack, "get", "schedules"))
     assert name in table and "every 3s" in table and "Active" in table
@@ -133,6 +133,7 @@ def test_schedule_from_flags_pause_trigger_backfill(devstack: DevStack) -> None:
     obj = until("paused", lambda: (o := get_json(devstack, "schedule", name))["status"].get(
         "phase") == "Paused" and o)
     runs = obj["status"]["runs"]
+    assert obj["spec"]["maxActiveRuns"] == 8
     assert "triggered" in ok(skyctl(devstack, "trigger", "schedule", name))
     until("the triggered run", lambda: get_json(devstack, "schedule", name)["status"].get(
         "runs") == runs + 1)

@@ -120,6 +120,31 @@ async def test_backfill_runs_the_missed_times(lifecycle_stack: LifecycleStack) -
         await s.job_phase(name, "Succeeded")
 
 
+async def test_allow_all_runs_at_most_max_active_runs(lifecycle_stack: LifecycleStack) -> None:
+    """Runs that never end, on a fast interval, side by side (AllowAll): the schedule keeps
+    ``maxActiveRuns`` of them going and skips the rest, saying so in its status."""
+    s = lifecycle_stack
+    await ready(s, "sc-m")
+    await create(s, "flood", interval="1s", overlapPolicy="AllowAll", maxActiveRuns=2,
+                 jobTemplate={"spec": {"run": "sleep 300", "resources": {"cpus": 0.25}}})
+    skipped = await status_where(
+        s, "flood", "a run skipped for maxActiveRuns",
+        lambda st: "2 runs still going (maxActiveRuns 2)" in st.get("message", ""))
+    assert skipped["status"]["runs"] == 2, skipped["status"]
+    await asyncio.sleep(3)  # three more intervals: still two
+    jobs = [j for j in await runs_of(s, "flood") if not j["metadata"].get("deletionTimestamp")]
+    assert len(jobs) == 2, [j["metadata"]["name"] for j in jobs]
+    still = await s.get("schedules", "flood", "default")
+    assert still is not None and still["status"]["runs"] == 2
+    await s.delete("schedules", "flood", "default")
+
+    async def all_gone() -> bool:
+        return (await s.get("schedules", "flood", "default") is None
+                and not await runs_of(s, "flood"))
+
+    await s.wait("the schedule and its runs removed", all_gone)
+
+
 async def test_cancel_other_cancels_the_previous_pipeline_run_and_delete_cleans_up(
     lifecycle_stack: LifecycleStack,
 ) -> None:
