@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from skyshift.compat.errors import Permanent
-from skyshift.compat.provision_types import LaunchRequest, NodeShape
+from skyshift.compat.provision_types import LaunchRequest
 from skyshift.compat.skypilot_client import SkyPilotClient
-from tests.fixtures.skypilot import SkyCluster, SkySlurm
+from tests.fixtures.skypilot import SESSION_SHAPE, SkyCluster, SkySlurm
 
 pytest_plugins = ["tests.fixtures.skypilot"]
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # SkyPilot calls take seconds
 
 
 def test_launched_cluster_is_up_with_its_node(sky_cluster: SkyCluster,
@@ -35,7 +35,7 @@ def test_launch_again_adopts_the_cluster(sky_cluster: SkyCluster, sky_client: Sk
                                          sky_slurm: SkySlurm) -> None:
     jobs_before = sky_slurm.squeue()
     again = sky_client.launch(LaunchRequest(cluster=sky_cluster.name, infra=sky_cluster.infra,
-                                            nodes=1, shape=NodeShape(cpus=2, memory_gb=2)),
+                                            nodes=1, shape=SESSION_SHAPE),
                               lambda _: None)
     assert again.state == "UP"
     assert sky_slurm.squeue() == jobs_before  # no second allocation
