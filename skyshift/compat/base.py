@@ -29,7 +29,7 @@ class ClusterManager(Protocol):
     Unsupported for the others."""
 
     name: str
-    manager: str  # "local" | "k8" | "slurm" | "ray"
+    manager: str  # "local" | "k8" | "slurm" | "ray" | "skypilot"
 
     async def connect(self) -> None:
         """Prepare clients; cheap to call again."""
@@ -70,6 +70,7 @@ _BUILTIN: dict[str, str] = {
     "slurm": "skyshift.compat.slurm:SlurmManager",
     "k8": "skyshift.compat.kubernetes:KubernetesManager",
     "ray": "skyshift.compat.ray_jobs:RayManager",
+    "skypilot": "skyshift.compat.skypilot:SkyPilotManager",
 }
 _REGISTRY: dict[str, ManagerFactory] = {}
 

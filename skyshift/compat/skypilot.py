@@ -1,0 +1,417 @@
+"""The ``skypilot`` cluster manager: replicas are jobs in the queues of provisioned SkyPilot
+clusters.
+
+A SkyShift cluster of this manager stands for one or more SkyPilot clusters that SkyShift
+provisioned (the provisioning side adds SkyPilot clusters to it to scale up). Config
+(``Cluster.spec.config``)::
+
+    sky_clusters   SkyPilot cluster names, 1..64 (required)
+    venv           SkyPilot's virtualenv [SKYSHIFT_SKYPILOT_VENV or /opt/skyshift/skypilot/venv]
+    user           the user SkyPilot runs as [SKYSHIFT_SKY_USER or skyshift-sky]
+    call_timeout   seconds before one SkyPilot call counts as hung -> Transient [120]
+    status_ttl     seconds a cluster's shape (from ``sky status``) is reused [60]
+    state_dir      where deleted-but-finished replicas are remembered
+                   [$SKYSHIFT_HOME/skypilot]
+    labels         labels the cluster reports for placement filters
+
+Mapping (``skypilot_map``): one SkyPilot job per replica attempt, submitted with ``sky exec``
+(async: it returns once the job is queued) under a deterministic job name carrying the replica's
+identity, so a submit looks the name up in the queues first and adopts what is there (same or
+higher attempt), never submitting twice. ``replicas()`` is one ``sky queue`` per SkyPilot
+cluster, all from one subprocess. ``state()``: each cluster's nodes from ``sky status`` (cached
+``status_ttl``), allocatable = their capacity minus what SkyShift's pending and running jobs
+reserve. SkyPilot schedules a cluster's jobs by CPUs, and on Slurm runs each as an exclusive
+``srun`` step of whole CPUs: a job asks for, and is counted with, its replica's CPUs rounded up.
+``submit`` picks the first cluster with room, else one where it fits a node (the job waits in
+SkyPilot's queue). ``delete`` cancels; SkyPilot keeps finished jobs in its table forever, so a
+deleted finished replica is remembered in ``state_dir`` and not listed again. ``logs`` is
+``sky logs`` of the latest attempt. No exec into a job (``sky exec`` starts a new job), no
+services: both ``Unsupported``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
+from skyshift.compat.name_locks import NameLocks
+from skyshift.compat.skypilot_client import SkyJob, SkyPilotClient
+from skyshift.compat.skypilot_map import (
+    CANCELLED,
+    JobMeta,
+    exit_code_in,
+    node_capacity,
+    replica_env,
+    status_of,
+    user_log,
+    validate_spec,
+)
+from skyshift.compat.types import (
+    FAILED,
+    PENDING,
+    RUNNING,
+    ClusterState,
+    ExecResult,
+    NodeState,
+    ReplicaSpec,
+    ReplicaStatus,
+)
+from skyshift.config import skyshift_home
+from skyshift.models.quantity import Resources
+
+T = TypeVar("T")
+_NAME = re.compile(r"[a-z][a-z0-9-]{0,62}")
+_LOCKS: dict[str, NameLocks] = {}  # per SkyShift cluster, shared by its manager instances
+_EXIT_CODES: dict[tuple[str, int], int] = {}  # (sky cluster, job id) -> a FAILED job's code
+Found = tuple[str, SkyJob, JobMeta]  # (sky cluster, job, identity)
+_FINISHED = ("SUCCEEDED", "FAILED", "FAILED_SETUP", "FAILED_DRIVER")
+_SKY_LINES = 10  # lines SkyPilot adds after a job's output in ``sky logs``
+
+
+@dataclass
+class SkyConfig:
+    sky_clusters: list[str]
+    venv: str | None = None
+    user: str | None = None
+    call_timeout: float = 120.0
+    status_ttl: float = 60.0
+    state_dir: Path = field(default_factory=lambda: skyshift_home() / "skypilot")
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, name: str, config: dict[str, Any]) -> SkyConfig:
+        clusters = config.get("sky_clusters")
+        if (not isinstance(clusters, list) or not 1 <= len(clusters) <= 64
+                or not all(isinstance(c, str) and _NAME.fullmatch(c) for c in clusters)):
+            raise Permanent(f"skypilot cluster {name}: sky_clusters must list 1 to 64 SkyPilot "
+                            "cluster names (lowercase letters, digits, dashes)")
+
+        def number(key: str, default: float) -> float:
+            value = config.get(key, default)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise Permanent(f"skypilot cluster {name}: {key} must be a number > 0")
+            return float(value)
+
+        def text(key: str) -> str | None:
+            value = config.get(key)
+            if value is not None and (not isinstance(value, str) or len(value) > 4096):
+                raise Permanent(f"skypilot cluster {name}: {key} must be a string")
+            return value
+
+        labels = config.get("labels") or {}
+        if not isinstance(labels, dict):
+            raise Permanent(f"skypilot cluster {name}: labels must map strings to strings")
+        state_dir = text("state_dir")
+        return cls(list(dict.fromkeys(clusters)), text("venv"), text("user"),
+                   number("call_timeout", 120.0), number("status_ttl", 60.0),
+                   Path(state_dir) if state_dir else skyshift_home() / "skypilot",
+                   {str(k): str(v) for k, v in labels.items()})
+
+
+class SkyPilotManager:
+    """ClusterManager over the job queues of provisioned SkyPilot clusters (module docstring)."""
+
+    manager = "skypilot"
+
+    def __init__(self, name: str, config: dict[str, Any]) -> None:
+        self.name = name
+        self.config = SkyConfig.parse(name, config)
+        self.client = SkyPilotClient(self.config.venv, self.config.user,
+                                     self.config.call_timeout)
+        self._names = _LOCKS.setdefault(name, NameLocks())
+        self._shapes: dict[str, list[NodeState]] = {}
+        self._shapes_at = 0.0
+
+    # ---- ClusterManager -------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        return None  # every call is its own subprocess: nothing to prepare
+
+    async def close(self) -> None:
+        return None
+
+    async def state(self) -> ClusterState:
+        shapes, found = await asyncio.gather(self._cluster_nodes(), self._list())
+        used = _reserved(found)
+        nodes: list[NodeState] = []
+        for cluster in self.config.sky_clusters:
+            nodes.extend(_allocate(shapes.get(cluster, []), used.get(cluster, [])))
+        up = [c for c in self.config.sky_clusters if shapes.get(c)]
+        down = [c for c in self.config.sky_clusters if not shapes.get(c)]
+        message = f"{len(up)} SkyPilot cluster(s) up" + (
+            f"; not up: {', '.join(down)}" if down else "")
+        return ClusterState(healthy=bool(nodes), message=message, nodes=nodes,
+                            labels=dict(self.config.labels))
+
+    async def submit(self, replicas: list[ReplicaSpec]) -> list[ReplicaStatus]:
+        for spec in replicas:
+            validate_spec(spec)
+        first: dict[str, ReplicaSpec] = {}
+        for spec in replicas:
+            first.setdefault(spec.name, spec)
+        shapes = await self._cluster_nodes()
+        for spec in first.values():
+            self._check_fits(spec, shapes)
+        async with self._names.hold(list(first)):
+            found = await self._list()
+            done: dict[str, ReplicaStatus] = {}
+            todo: list[tuple[ReplicaSpec, JobMeta, str]] = []
+            for spec in first.values():  # placed one by one: each sees the ones before it
+                adopted = await self._adopt(spec, found)
+                if adopted is not None:
+                    done[spec.name] = adopted
+                    continue
+                meta = JobMeta.of(spec)
+                cluster = self._place(meta.reservation, found, shapes)
+                found.append((cluster, SkyJob(-1, meta.job_name(), "PENDING"), meta))
+                todo.append((spec, meta, cluster))
+            # each exec waits for SkyPilot to queue the job (seconds): the batch's go together
+            results = await asyncio.gather(*(self._exec(*t) for t in todo),
+                                           return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+        for (spec, _, _), status in zip(todo, results, strict=True):
+            assert isinstance(status, ReplicaStatus)
+            done[spec.name] = status
+        return [done[spec.name] for spec in replicas]
+
+    async def replicas(self) -> list[ReplicaStatus]:
+        found = await self._list()
+        out = []
+        for name, (cluster, job, meta) in sorted(_latest(found).items()):
+            out.append(status_of(meta, job, await self._exit_code(cluster, job)))
+            del name
+        return out
+
+    async def delete(self, names: list[str]) -> None:
+        wanted = set(names)
+        await self._delete_where(lambda m: m.name in wanted)
+
+    async def delete_job(self, job_uid: str) -> list[str]:
+        return await self._delete_where(lambda m: m.job_uid == job_uid)
+
+    async def logs(self, name: str, tail: int | None = None) -> str:
+        got = _latest(await self._list()).get(name)
+        if got is None:
+            raise NotFound(f"replica {name} not found on cluster {self.name}")
+        cluster, job, _ = got
+        # SkyPilot's tail counts its own lines too: ask for a few more, keep the task's
+        extra = 0 if tail is None else tail + _SKY_LINES
+        text = await self._call(lambda: self.client.logs(cluster, job.job_id, tail=extra,
+                                                         timeout=self.config.call_timeout))
+        return user_log(text, tail)
+
+    async def exec(self, name: str, command: list[str], timeout: float = 60) -> ExecResult:
+        raise Unsupported(f"SkyPilot jobs have no exec (cluster {self.name}): `sky exec` starts "
+                          "a new job; run the command as part of the job, or read its logs")
+
+    async def apply_service(self, spec: Any) -> Any:
+        """Unsupported: provisioned SkyPilot clusters carry no services here."""
+        from skyshift.compat.services import unsupported
+
+        raise unsupported(self.manager)
+
+    async def delete_service(self, namespace: str, name: str) -> None:
+        from skyshift.compat.services import unsupported
+
+        raise unsupported(self.manager)
+
+    # ---- helpers --------------------------------------------------------------------------
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        """A blocking driver call in a thread (the driver bounds it with its own timeout)."""
+        return await asyncio.to_thread(fn)
+
+    async def _cluster_nodes(self) -> dict[str, list[NodeState]]:
+        """Each UP SkyPilot cluster's nodes (capacity only), cached ``status_ttl`` seconds."""
+        if self._shapes and time.monotonic() - self._shapes_at < self.config.status_ttl:
+            return self._shapes
+        names = self.config.sky_clusters
+        records = await self._call(lambda: self.client.clusters(names))
+        shapes: dict[str, list[NodeState]] = {}
+        for rec in records:
+            cluster = str(rec.get("name"))
+            if cluster not in names or str(rec.get("status")).upper() != "UP":
+                continue
+            cap = node_capacity(rec)
+            count = int(rec.get("nodes") or 1)
+            shapes[cluster] = [NodeState(name=f"{cluster}-{i}", capacity=cap, allocatable=cap)
+                               for i in range(count)]
+        self._shapes, self._shapes_at = shapes, time.monotonic()
+        return shapes
+
+    async def _list(self) -> list[Found]:
+        """SkyShift's jobs in every SkyPilot cluster's queue (one subprocess), cancelled and
+        deleted ones left out."""
+        names = self.config.sky_clusters
+        tables = await self._call(lambda: self.client.queue(
+            names, timeout=self.config.call_timeout))
+        gone = self._tombstones()
+        found: list[Found] = []
+        live: set[str] = set()
+        for cluster in names:
+            table = tables.get(cluster, [])
+            if isinstance(table, NotFound):
+                continue  # torn down: nothing of ours is there any more
+            if isinstance(table, Exception):
+                raise table
+            for job in table:
+                meta = JobMeta.parse(job.name)
+                key = f"{cluster}:{job.job_id}"
+                live.add(key)
+                if meta is None or job.status == CANCELLED or key in gone:
+                    continue
+                found.append((cluster, job, meta))
+        if gone - live:
+            self._save_tombstones(gone & live)
+        return found
+
+    async def _exit_code(self, cluster: str, job: SkyJob) -> int | None:
+        """A FAILED job's exit status: from its log's marker, read once and remembered."""
+        if job.status not in _FINISHED[1:] or job.exit_codes:
+            return None
+        key = (cluster, job.job_id)
+        if key not in _EXIT_CODES:
+            try:
+                text = await self._call(lambda: self.client.logs(
+                    cluster, job.job_id, tail=20, timeout=self.config.call_timeout))
+            except Transient:
+                return None
+            code = exit_code_in(text)
+            if code is None:
+                return None
+            _EXIT_CODES[key] = code
+        return _EXIT_CODES[key]
+
+    def _check_fits(self, spec: ReplicaSpec, shapes: dict[str, list[NodeState]]) -> None:
+        nodes = [n for ns in shapes.values() for n in ns]
+        if not nodes:
+            raise Transient(f"no SkyPilot cluster of {self.name} is UP "
+                            f"({', '.join(self.config.sky_clusters)})")
+        request = JobMeta.of(spec).reservation
+        if any(request.fits_in(n.capacity) for n in nodes):
+            return
+        biggest = max(nodes, key=lambda n: (n.capacity.cpus, n.capacity.memory))
+        raise Permanent(f"replica {spec.name} can never fit a node of cluster {self.name} "
+                        f"(largest: {'; '.join(request.shortfall(biggest.capacity))})")
+
+    async def _adopt(self, spec: ReplicaSpec, found: list[Found]) -> ReplicaStatus | None:
+        """The status of the job already there for this replica (same or higher attempt), or
+        None after cancelling what is left of lower attempts."""
+        have = _latest(found).get(spec.name)
+        if have is None:
+            return None
+        cluster, job, meta = have
+        if meta.job_uid != spec.job_uid:
+            raise Permanent(f"replica name {spec.name} is taken by job uid {meta.job_uid}")
+        if spec.attempt <= meta.attempt:  # a retry (or a late one): adopt what is there
+            return status_of(meta, job, await self._exit_code(cluster, job))
+        await self._cancel([(c, j, m) for c, j, m in found
+                            if m.name == spec.name and m.attempt < spec.attempt])
+        return None
+
+    async def _exec(self, spec: ReplicaSpec, meta: JobMeta, cluster: str) -> ReplicaStatus:
+        job_id = await self._call(lambda: self.client.exec_async(
+            cluster, meta.job_name(), spec.run, replica_env(spec), cpus=meta.whole_cpus,
+            timeout=self.config.call_timeout))
+        return status_of(meta, SkyJob(job_id, meta.job_name(), "PENDING"), None)
+
+    def _place(self, request: Resources, found: list[Found],
+               shapes: dict[str, list[NodeState]]) -> str:
+        """The first cluster with room for ``request`` now, else the first where it fits a node
+        (it waits in SkyPilot's queue there)."""
+        used = _reserved(found)
+        fits = [c for c in self.config.sky_clusters
+                if any(request.fits_in(n.capacity) for n in shapes.get(c, []))]
+        for cluster in fits:
+            free = _allocate(shapes[cluster], used.get(cluster, []))
+            if any(request.fits_in(n.allocatable) for n in free):
+                return cluster
+        if not fits:
+            raise Transient(f"no UP SkyPilot cluster of {self.name} has a node for the request")
+        return fits[0]
+
+    async def _cancel(self, hits: list[Found]) -> None:
+        """Cancel the unfinished jobs (one call per SkyPilot cluster); remember the finished
+        ones as deleted."""
+        by_cluster: dict[str, list[int]] = {}
+        for cluster, job, _ in hits:
+            if job.status not in _FINISHED:
+                by_cluster.setdefault(cluster, []).append(job.job_id)
+
+        def cancel(cluster: str, ids: list[int]) -> None:
+            self.client.cancel(cluster, ids, timeout=self.config.call_timeout)
+
+        await asyncio.gather(*(asyncio.to_thread(cancel, c, ids)
+                               for c, ids in by_cluster.items()))
+        finished = {f"{c}:{j.job_id}" for c, j, _ in hits if j.status in _FINISHED}
+        if finished:
+            self._save_tombstones(self._tombstones() | finished)
+
+    async def _delete_where(self, match: Callable[[JobMeta], bool]) -> list[str]:
+        found = await self._list()
+        hits = [f for f in found if match(f[2])]
+        await self._cancel(hits)
+        return sorted({m.name for _, _, m in hits})
+
+    # -- deleted finished jobs (SkyPilot never forgets a job) --
+
+    def _tombstone_file(self) -> Path:
+        return self.config.state_dir / f"{self.name}.deleted.json"
+
+    def _tombstones(self) -> set[str]:
+        try:
+            data = json.loads(self._tombstone_file().read_text())
+        except (OSError, ValueError):
+            return set()
+        return {str(k) for k in data} if isinstance(data, list) else set()
+
+    def _save_tombstones(self, keys: set[str]) -> None:
+        path = self._tombstone_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(sorted(keys)))
+        tmp.replace(path)
+
+
+def _latest(found: list[Found]) -> dict[str, Found]:
+    """Per replica name, its highest attempt (the newest job of that attempt)."""
+    out: dict[str, Found] = {}
+    for item in found:
+        _, job, meta = item
+        have = out.get(meta.name)
+        if have is None or (meta.attempt, job.job_id) > (have[2].attempt, have[1].job_id):
+            out[meta.name] = item
+    return out
+
+
+def _reserved(found: list[Found]) -> dict[str, list[Resources]]:
+    """Per SkyPilot cluster, what SkyShift's pending and running jobs there reserve."""
+    out: dict[str, list[Resources]] = {}
+    for cluster, job, meta in found:
+        if status_of(meta, job, None).state in (PENDING, RUNNING):
+            out.setdefault(cluster, []).append(meta.reservation)
+    return out
+
+
+def _allocate(nodes: list[NodeState], used: list[Resources]) -> list[NodeState]:
+    """Nodes with each reservation taken from the first node it fits (SkyPilot does not say
+    where a job runs); what fits nowhere is taken from the first node."""
+    free = [n.capacity for n in nodes]
+    for request in sorted(used, key=lambda r: -r.cpus):
+        i = next((k for k, f in enumerate(free) if request.fits_in(f)), 0)
+        if free:
+            free[i] = free[i] - request
+    return [NodeState(name=n.name, capacity=n.capacity, allocatable=f)
+            for n, f in zip(nodes, free, strict=True)]
+
+
+__all__ = ["FAILED", "SkyConfig", "SkyPilotManager"]

@@ -1,0 +1,313 @@
+"""The SkyPilot driver: a ``Provisioner`` and the job-queue calls of the ``skypilot`` manager.
+
+SkyPilot lives in a virtualenv of its own (scripts/install-skypilot.sh: its pins would
+downgrade SkyShift's environment) and runs as a dedicated unprivileged user, so that what it
+writes (``~/.sky``, ``~/.slurm``, ``.bashrc``, ``.sky_clusters``, ``authorized_keys``) lands in
+that user's home and never in the control plane's. Each call here is one subprocess: that venv's
+python running ``skypilot_runner`` (SkyPilot's SDK: ``sky.launch/status/down/exec/queue/
+tail_logs/cancel`` with ``sky.get``/``stream_and_get``) as that user. Lines SkyPilot streams
+while it works go to ``progress``; the answer is the runner's last line. SkyPilot starts its
+API server on the first call, as that user; :func:`stop_api_server` ends it and what
+``sky api stop`` leaves behind.
+
+Every call blocks and is bounded by a timeout (callers use threads). Errors become compat
+errors: ``Capacity`` (no room now: retry later or elsewhere), ``Permanent`` (no credentials,
+infra disabled, a shape that never fits; SkyPilot's message kept), ``Transient`` (the rest).
+
+Configuration (keyword arguments, else environment, else defaults):
+``venv`` / ``SKYSHIFT_SKYPILOT_VENV`` [/opt/skyshift/skypilot/venv], ``user`` /
+``SKYSHIFT_SKY_USER`` [skyshift-sky; "" = the current user].
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pwd
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skyshift.compat.errors import NotFound, Permanent, Transient
+from skyshift.compat.provision_types import (
+    Capacity,
+    LaunchRequest,
+    Progress,
+    ProvisionedCluster,
+    SkyState,
+)
+from skyshift.compat.skypilot_errors import classify
+
+DEFAULT_VENV = "/opt/skyshift/skypilot/venv"
+DEFAULT_USER = "skyshift-sky"
+MARK = "@@skyshift-result@@"
+_RUNNER = Path(__file__).with_name("skypilot_runner.py")
+_MAX_OUTPUT = 4 << 20  # bytes kept of a call's output (logs can be long)
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class SkyJob:
+    """One row of a SkyPilot cluster's job queue."""
+
+    job_id: int
+    name: str
+    status: str  # SkyPilot's: INIT PENDING SETTING_UP RUNNING SUCCEEDED FAILED... CANCELLED
+    submitted_at: float | None = None
+    start_at: float | None = None
+    end_at: float | None = None
+    resources: str = ""
+    exit_codes: tuple[int, ...] | None = None
+
+
+class SkyPilotClient:
+    """Provisioner (launch/status/down) plus exec/queue/logs/cancel, over SkyPilot's SDK."""
+
+    def __init__(self, venv: str | None = None, user: str | None = None,
+                 call_timeout: float = 180.0) -> None:
+        self.venv = Path(venv or os.environ.get("SKYSHIFT_SKYPILOT_VENV") or DEFAULT_VENV)
+        self.user = user if user is not None else os.environ.get("SKYSHIFT_SKY_USER",
+                                                                 DEFAULT_USER)
+        self.call_timeout = call_timeout
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    # ---- Provisioner ----------------------------------------------------------------------
+
+    def launch(self, req: LaunchRequest, progress: Progress) -> ProvisionedCluster:
+        shape = req.shape
+        rows = self.call("launch", {
+            "cluster": req.cluster, "infra": req.infra, "nodes": req.nodes,
+            "cpus": shape.cpus or None, "memory": shape.memory_gb or None,
+            "accelerators": dict(shape.accelerators) or None,
+        }, timeout=req.timeout_s, progress=progress, what=f"launch of {req.cluster}")
+        found = _cluster(req.cluster, rows)
+        if found.state != "UP":
+            raise Transient(f"SkyPilot cluster {req.cluster} is {found.state} after launch")
+        return found
+
+    def status(self, cluster: str, refresh: bool = False) -> ProvisionedCluster:
+        rows = self.call("status", {"clusters": [cluster], "refresh": refresh},
+                         what=f"status of {cluster}")
+        return _cluster(cluster, rows)
+
+    def down(self, cluster: str, progress: Progress) -> None:
+        self.call("down", {"cluster": cluster}, timeout=600, progress=progress,
+                  what=f"down of {cluster}")
+
+    def clusters(self, names: list[str], refresh: bool = False) -> list[dict[str, Any]]:
+        """Raw status records (per-node cpus/memory/accelerators as SkyPilot launched them)."""
+        return list(self.call("status", {"clusters": names, "refresh": refresh},
+                              what="status"))
+
+    # ---- job queue ------------------------------------------------------------------------
+
+    def exec_async(self, cluster: str, name: str, run: str, envs: dict[str, str],
+                   cpus: float = 0.0, timeout: float | None = None) -> int:
+        """Submit ``run`` as a job named ``name`` (does not wait for it); its SkyPilot job id."""
+        out = self.call("exec", {"cluster": cluster, "name": name, "run": run, "envs": envs,
+                                 "cpus": cpus or None}, timeout=timeout,
+                        what=f"exec on {cluster}")
+        return int(out["job_id"])
+
+    def queue(self, clusters: list[str],
+              timeout: float | None = None) -> dict[str, list[SkyJob] | Exception]:
+        """Each cluster's job table, from one subprocess (one SkyPilot request per cluster)."""
+        out = self.call("queue", {"clusters": clusters}, timeout=timeout, what="queue")
+        tables: dict[str, list[SkyJob] | Exception] = {}
+        for cluster in clusters:
+            got = out.get(cluster) or {}
+            if "error" in got:
+                tables[cluster] = classify(got["error"], f"queue of {cluster}")
+                continue
+            tables[cluster] = [SkyJob(
+                job_id=int(j["job_id"]), name=str(j.get("job_name") or ""),
+                status=str(j.get("status") or ""), submitted_at=j.get("submitted_at"),
+                start_at=j.get("start_at"), end_at=j.get("end_at"),
+                resources=str(j.get("resources") or ""),
+                exit_codes=tuple(j["exit_codes"]) if j.get("exit_codes") else None,
+            ) for j in got.get("jobs") or []]
+        return tables
+
+    def logs(self, cluster: str, job_id: int, tail: int = 0,
+             timeout: float | None = None) -> str:
+        out = self.call("logs", {"cluster": cluster, "job_id": job_id, "tail": tail},
+                        timeout=timeout, what=f"logs of job {job_id} on {cluster}")
+        return str(out.get("text") or "")
+
+    def cancel(self, cluster: str, job_ids: list[int], timeout: float | None = None) -> None:
+        if job_ids:
+            self.call("cancel", {"cluster": cluster, "job_ids": job_ids}, timeout=timeout,
+                      what=f"cancel on {cluster}")
+
+    def check(self, infra: list[str]) -> Any:
+        """``sky check`` for these infras (enables them in SkyPilot's state)."""
+        return self.call("check", {"infra": infra}, what="check")
+
+    # ---- the subprocess -------------------------------------------------------------------
+
+    def _account(self) -> pwd.struct_passwd | None:
+        """The SkyPilot user to switch to, or None to run as ourselves."""
+        if not self.user:
+            return None
+        try:
+            account = pwd.getpwnam(self.user)
+        except KeyError as exc:
+            raise Permanent(f"SkyPilot user {self.user!r} does not exist: run "
+                            "scripts/install-skypilot.sh") from exc
+        if account.pw_uid == os.geteuid():
+            return None
+        if os.geteuid() != 0:
+            raise Permanent(f"running SkyPilot as {self.user} needs root; set "
+                            "SKYSHIFT_SKY_USER='' to run it as the current user")
+        return account
+
+    def env(self) -> dict[str, str]:
+        account = self._account()
+        home = account.pw_dir if account else os.path.expanduser("~")
+        user = account.pw_name if account else pwd.getpwuid(os.geteuid()).pw_name
+        return {
+            "HOME": home, "USER": user, "LOGNAME": user,
+            "PATH": f"{self.venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "SKYPILOT_DISABLE_USAGE_COLLECTION": "1",
+            "SSL_CERT_FILE": os.environ.get("SSL_CERT_FILE",
+                                            "/etc/ssl/certs/ca-certificates.crt"),
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def call(self, op: str, args: dict[str, Any], timeout: float | None = None,
+             progress: Progress = _quiet, what: str = "") -> Any:
+        """Run one runner request; its ``result``, or the compat error its failure maps to."""
+        if not self.python.exists():
+            raise Permanent(f"SkyPilot is not installed at {self.venv}: run "
+                            "scripts/install-skypilot.sh")
+        account = self._account()
+        limit = timeout or self.call_timeout
+        kwargs: dict[str, Any] = {}
+        if account is not None:
+            kwargs = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+        proc = subprocess.Popen(
+            [str(self.python), "-c", _RUNNER.read_text()], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env(),
+            cwd=self.env()["HOME"], start_new_session=True, **kwargs)
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps({"op": op, **args}).encode())
+        proc.stdin.close()
+        timer = threading.Timer(limit, _kill_group, (proc.pid,))
+        timer.start()
+        answer: dict[str, Any] | None = None
+        tail: list[str] = []
+        kept = 0
+        try:
+            for raw in proc.stdout:
+                line = raw.decode(errors="replace").rstrip("\r\n")
+                if line.startswith(MARK):
+                    answer = json.loads(line[len(MARK):])
+                    break  # the last line; a daemon SkyPilot started may hold the pipe open
+                if kept < _MAX_OUTPUT:
+                    kept += len(line)
+                    tail = [*tail, line][-40:]
+                if line.strip():
+                    with contextlib.suppress(Exception):
+                        progress(line.strip()[:500])
+            proc.wait()
+        finally:
+            timed_out = not timer.is_alive() and answer is None
+            timer.cancel()
+            if proc.poll() is None:
+                _kill_group(proc.pid)
+                proc.wait()
+        label = what or op
+        if answer is None:
+            if timed_out:
+                raise Transient(f"SkyPilot {label} did not answer within {limit:g}s")
+            raise Transient(f"SkyPilot {label} ended without an answer (exit "
+                            f"{proc.returncode}): {' | '.join(tail[-5:])[-1000:]}")
+        if "error" in answer:
+            raise classify(answer["error"], label)
+        return answer.get("result")
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _cluster(name: str, rows: list[dict[str, Any]]) -> ProvisionedCluster:
+    for row in rows or []:
+        if row.get("name") == name:
+            state = str(row.get("status") or "").upper()
+            sky_state: SkyState = state if state in ("UP", "INIT", "STOPPED") else "INIT"  # type: ignore[assignment]
+            return ProvisionedCluster(
+                cluster=name, state=sky_state, infra=str(row.get("infra") or ""),
+                nodes=int(row.get("nodes") or 0), head_ip=str(row.get("head_ip") or ""),
+                message=f"SkyPilot: {state}")
+    return ProvisionedCluster(cluster=name, state="ABSENT")
+
+
+# ---- the API server and what it leaves ----------------------------------------------------
+
+_LEFTOVER_MARKS = ("subprocess_daemon.py", "ControlMaster", "[mux]", "sky.server.server",
+                   "skypilot")
+
+
+def leftover_pids(user: str) -> list[int]:
+    """Processes of SkyPilot's user that SkyPilot started (API server, its daemons, ssh
+    ControlMasters): by uid and command line, read from /proc."""
+    try:
+        uid = pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return []
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if any(m in cmd for m in _LEFTOVER_MARKS) or cmd.startswith("ssh "):
+            pids.append(int(entry.name))
+    return pids
+
+
+def stop_api_server(client: SkyPilotClient, grace: float = 10.0) -> list[int]:
+    """``sky api stop`` as SkyPilot's user, then end (by pid) what it leaves running;
+    returns the pids that had to be signalled. For test beds and operators' teardown."""
+    with contextlib.suppress(Transient, Permanent, NotFound):
+        client.call("api_stop", {}, timeout=60, what="api stop")
+    user = client.user or pwd.getpwuid(os.geteuid()).pw_name
+    pids = leftover_pids(user)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() and
+                                                  _alive(p) for p in pids):
+            time.sleep(0.1)
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+__all__ = ["Capacity", "SkyJob", "SkyPilotClient", "leftover_pids", "stop_api_server"]
