@@ -12,6 +12,7 @@ in the middle of a launch.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -29,6 +30,7 @@ from tests.fixtures.temporal import LifecycleStack, _now
 from tests.integration.provision_fake import STATE_ENV, FileProvisioner, local_for
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]
+HISTORIES = Path(__file__).parent.parent / "workflows" / "histories"
 
 
 @pytest.fixture
@@ -135,6 +137,7 @@ async def test_capacity_is_retried_then_fails_over_to_a_candidate(
     await s.delete("clusters", "pv-b")
     await gone(s, "pv-b")
     assert fake.up() == {}
+    await replays(s, "cluster/pv-b", "cluster_provisioned_failover")
 
 
 async def test_no_capacity_anywhere_ends_failed(
@@ -212,6 +215,23 @@ async def test_waiting_job_scales_up_then_idle_teardown(
         "skyClusters") == [sky_name("pv-e", uid, 0)], timeout=30)
     await gone(s, "pv-e", timeout=30)
     assert fake.up() == {}
+    await replays(s, "cluster/pv-e", "cluster_provisioned_scaled_idle")
+
+
+async def replays(s: LifecycleStack, wf_id: str, label: str) -> None:
+    """The finished workflow's history replays against the code (determinism); recorded into
+    tests/workflows/histories with SKYSHIFT_RECORD_HISTORIES=1, so later changes replay it."""
+    from temporalio.worker import Replayer
+
+    from skyshift.workers.control import WORKFLOWS
+
+    history = await s.client.get_workflow_handle(wf_id).fetch_history()
+    if os.environ.get("SKYSHIFT_RECORD_HISTORIES") == "1":
+        HISTORIES.mkdir(parents=True, exist_ok=True)
+        (HISTORIES / f"{label}.json").write_text(history.to_json())
+    result = await Replayer(workflows=WORKFLOWS).replay_workflow(
+        history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
 
 
 async def _message(s: LifecycleStack, job: str, want: str) -> str | None:

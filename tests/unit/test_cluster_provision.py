@@ -193,3 +193,29 @@ def test_cli_provision_errors_are_one_line(args: tuple[str, ...], needle: str) -
     result = CliRunner().invoke(cli, ["create", "cluster", *args, "--dry-run"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert needle in result.stderr
+
+
+PROVISIONING = {
+    "kind": "Cluster", "metadata": {"name": "c1"},
+    "spec": {"manager": "skypilot", "provision": {"infra": "slurm/sim-1"}},
+    "status": {"phase": "Provisioning", "message": "waiting for c1-abc-0: 12 s left",
+               "provision": {"infra": "kubernetes/k", "nodes": 0, "attempts": 4,
+                             "eta": "2026-11-25T12:41:05Z"}},
+}
+
+
+def test_wait_line_and_wide_table_show_the_progress() -> None:
+    from skyshift.cli.cluster_wait import describe
+    from skyshift.cli.tables import CLUSTER_WIDE, cluster_rows
+
+    assert describe(PROVISIONING) == (
+        "Provisioning: waiting for c1-abc-0: 12 s left (kubernetes/k, attempt 4, "
+        "ETA 12:41:05 UTC)")
+    row = cluster_rows(PROVISIONING, True, None)[0]
+    wide = dict(zip(CLUSTER_WIDE, row[-len(CLUSTER_WIDE):], strict=True))
+    assert (row[1], row[4]) == ("skypilot", "Provisioning")
+    assert (wide["INFRA"], wide["NODES"]) == ("kubernetes/k", "0")
+    ready = {**PROVISIONING, "status": {"phase": "Ready", "provision": {"nodes": 3}}}
+    wide = dict(zip(CLUSTER_WIDE, cluster_rows(ready, True, None)[0][-len(CLUSTER_WIDE):],
+                    strict=True))
+    assert (wide["INFRA"], wide["NODES"]) == ("slurm/sim-1", "3")  # the spec's until launched
