@@ -219,3 +219,21 @@ def test_wait_line_and_wide_table_show_the_progress() -> None:
     wide = dict(zip(CLUSTER_WIDE, cluster_rows(ready, True, None)[0][-len(CLUSTER_WIDE):],
                     strict=True))
     assert (wide["INFRA"], wide["NODES"]) == ("slurm/sim-1", "3")  # the spec's until launched
+
+
+def test_all_contexts_still_builds_and_refuses_wait(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kc.yaml"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "a", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "one", "context": {"cluster": "a", "user": "u"}}],
+        "current-context": "one",
+    }))
+    args = ["create", "cluster", "--manager", "k8", "--config", str(kubeconfig),
+            "--all-contexts", "--dry-run"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(result.stdout)["metadata"]["name"] == "one"
+    result = CliRunner().invoke(cli, [*args, "--wait"])
+    assert result.exit_code == 2 and "--wait follows one cluster" in result.stderr
