@@ -237,3 +237,33 @@ def test_all_contexts_still_builds_and_refuses_wait(tmp_path: Path) -> None:
     assert yaml.safe_load(result.stdout)["metadata"]["name"] == "one"
     result = CliRunner().invoke(cli, [*args, "--wait"])
     assert result.exit_code == 2 and "--wait follows one cluster" in result.stderr
+
+
+class StepClient:
+    """Answers ``get`` with the next of ``states`` (the last one repeats)."""
+
+    def __init__(self, states: list[dict[str, Any]]) -> None:
+        self.states = states
+        self.gets = 0
+
+    def get(self, kind: str, name: str) -> dict[str, Any]:
+        self.gets += 1
+        return self.states[min(self.gets - 1, len(self.states) - 1)]
+
+
+def test_wait_prints_each_new_line_until_ready(monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from skyshift.cli import cluster_wait
+
+    monkeypatch.setattr(cluster_wait, "POLL", 0.0)
+    ready = {**PROVISIONING, "status": {"phase": "Ready", "message": "2 nodes"}}
+    client = StepClient([PROVISIONING, PROVISIONING, ready])
+    obj = cluster_wait.wait_ready(client, "c1", 10)  # type: ignore[arg-type]
+    assert obj["status"]["phase"] == "Ready" and client.gets == 3
+    err = capsys.readouterr().err.splitlines()
+    assert err == [cluster_wait.describe(PROVISIONING), "Ready: 2 nodes"]
+    failed = {**PROVISIONING, "status": {"phase": "Failed", "message": "no AWS credentials"}}
+    with pytest.raises(SystemExit) as exited:
+        cluster_wait.finish(cluster_wait.wait_ready(StepClient([failed]), "c1", 10))  # type: ignore[arg-type]
+    assert exited.value.code == 1
+    assert "c1 is Failed: no AWS credentials" in capsys.readouterr().err
