@@ -50,7 +50,7 @@ ProvisionerFactory = Callable[[], Provisioner]
 _BUILTIN: dict[str, str] = {"skypilot": "skyshift.compat.skypilot_client:SkyPilotClient"}
 _REGISTRY: dict[str, ProvisionerFactory] = {}
 WRITE_EVERY = 1.0  # seconds between two progress writes
-BEAT_EVERY = 2.0
+BEAT_EVERY = 1.0  # also how soon the first progress line is written
 TERMINAL = ("Succeeded", "Failed")
 
 

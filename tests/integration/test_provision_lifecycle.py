@@ -92,7 +92,7 @@ async def test_provision_to_ready_runs_jobs_and_delete_tears_down(
 ) -> None:
     s = stack
     s.start_in_process()
-    fake.script(delay=2.0)
+    fake.script(delay=5.0)
     c = await create(s, "pv-a", infra="slurm/sim-1", cpus=2, memory="4Gi",
                      nodes={"min": 2})
     sky0 = sky_name("pv-a", c["metadata"]["uid"], 0)
