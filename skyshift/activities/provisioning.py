@@ -206,7 +206,18 @@ class ProvisioningActivities:
 
         await self._write(inp.cluster, inp.uid, starting)
         for sky in inp.sky_clusters:
-            await self._call(partial(self.provisioner.down, sky), inp.cluster, inp.uid)
+            try:
+                await self._call(partial(self.provisioner.down, sky), inp.cluster, inp.uid)
+            except CompatError as exc:  # retried by the workflow's policy: say why meanwhile
+                msg = f"cannot tear down {sky}: {exc}"[:2000]
+
+                def failed(obj: Obj, msg: str = msg) -> None:
+                    _provision_block(obj)["lastError"] = msg
+                    if inp.phase:
+                        obj.setdefault("status", {})["message"] = msg + " (retrying)"
+
+                await self._write(inp.cluster, inp.uid, failed)
+                raise
 
         def done(obj: Obj) -> None:
             _provision_block(obj).update(skyClusters=list(inp.groups),

@@ -42,7 +42,6 @@ with workflow.unsafe.imports_passed_through():
         HEARTBEAT_TIMEOUT,
         NON_RETRYABLE,
         PHASE,
-        SKYLET_RETRY,
         STORE_RETRY,
         STORE_TIMEOUT,
         permanent_cause,
@@ -52,6 +51,10 @@ with workflow.unsafe.imports_passed_through():
 
 PROVISION_PATCH = "cluster-provision-v1"
 DOWN_TIMEOUT = timedelta(minutes=30)
+#: teardown is retried until it succeeds, whatever the error (status.provision.lastError says
+#: why meanwhile): giving up would leave the SkyPilot cluster running with nothing tracking it
+DOWN_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2),
+                         maximum_interval=timedelta(minutes=5))
 AUTODOWN = datetime(1, 1, 1)  # _idle's answer when the whole cluster is to go
 
 
@@ -75,14 +78,14 @@ class ProvisionedLifecycle:
         )
 
     async def _down(self, st: ProvisionState, names: list[str], phase: str) -> None:
-        """Tear down ``names``; Transient errors are retried until they succeed."""
+        """Tear down ``names``, retried until it succeeds (DOWN_RETRY)."""
         if not names:
             return
         stays = {n: k for n, k in st.groups.items() if n not in names}
         await workflow.execute_activity(
             "unprovision_cluster", DownInput(self.inp.name, self.inp.uid, names, phase, stays),
             result_type=int, start_to_close_timeout=DOWN_TIMEOUT,
-            heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=DOWN_RETRY,
         )
         st.groups = stays
 

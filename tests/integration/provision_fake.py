@@ -33,7 +33,8 @@ STATE_ENV = "SKYSHIFT_TEST_PROVISIONER_STATE"
 class FileProvisioner:
     """State file: ``clusters`` {name: {state, infra, nodes, cpus}}, ``calls`` [[op, name,
     infra]], and the script: ``capacity`` {infra: failures before success, -1 always},
-    ``permanent`` {infra: message}, ``delay`` seconds a launch takes."""
+    ``permanent`` {infra: message}, ``delay`` seconds a launch takes, ``down_failures``: how
+    many teardowns fail first."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -103,6 +104,9 @@ class FileProvisioner:
     def down(self, cluster: str, progress: Progress) -> None:
         with self._state() as data:
             data["calls"].append(["down", cluster, ""])
+            if data.get("down_failures"):
+                data["down_failures"] -= 1
+                raise Permanent("credentials expired")
             if cluster in data["clusters"]:
                 data["clusters"][cluster]["state"] = "ABSENT"
         progress(f"{cluster} terminated")

@@ -173,6 +173,24 @@ async def test_permanent_error_fails_at_once_without_retries(
     assert fake.up() == {}
 
 
+async def test_teardown_errors_are_retried_until_it_succeeds(
+    stack: LifecycleStack, fake: FileProvisioner,
+) -> None:
+    s = stack
+    s.start_in_process(skylets=False)
+    fake.script(permanent={"slurm/off": "partition disabled"})
+    c = await create(s, "pv-g", infra="slurm/off")
+    sky0 = sky_name("pv-g", c["metadata"]["uid"], 0)
+    await s.cluster_phase("pv-g", "Failed")
+    fake.script(down_failures=2)
+    await s.delete("clusters", "pv-g")
+    seen = await status_where(s, "pv-g", "said why teardown waits",
+                              lambda st: "cannot tear down" in st.get("message", ""))
+    assert "credentials expired" in seen["status"]["provision"]["lastError"]
+    await gone(s, "pv-g")
+    assert fake.calls("down") == [sky0] * 3  # kept trying; never gave up and leaked it
+
+
 async def test_delete_while_provisioning_leaves_nothing(
     stack: LifecycleStack, fake: FileProvisioner,
 ) -> None:
