@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from skyshift.activities.envs import redact
 from skyshift.activities.pipeline_types import OWNER_ANNOTATION
+from skyshift.activities.provision_plan import ProvisionState, plan_of
 from skyshift.activities.types import (
     ClusterInput,
     JobConfig,
@@ -113,11 +114,13 @@ def job_input(obj: Obj, config: JobConfig | None = None) -> JobInput:
 
 def cluster_input(obj: Obj) -> ClusterInput:
     meta = obj.get("metadata") or {}
+    plan = plan_of(obj.get("spec") or {})
     return ClusterInput(
         name=str(meta.get("name")),
         uid=str(meta.get("uid") or ""),
         phase=str((obj.get("status") or {}).get("phase") or "Init"),
         deleting=bool(meta.get("deletionTimestamp")),
+        provision=ProvisionState(plan) if plan is not None else None,
     )
 
 
@@ -141,6 +144,9 @@ def manager_config(obj: Obj) -> tuple[str, dict[str, Any]]:
         fill = {"kubeconfig": spec.get("config_path"), "context": spec.get("context")}
     elif manager == "slurm":
         fill = {"slurm_conf": spec.get("config_path"), **(spec.get("access_config") or {})}
+    elif manager == "skypilot":  # the SkyPilot clusters its provisioning launched
+        prov = (obj.get("status") or {}).get("provision") or {}
+        fill = {"sky_clusters": list(prov.get("skyClusters") or [])}
     for key, value in fill.items():
         if value and key not in config:
             config[key] = value

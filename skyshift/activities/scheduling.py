@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import activity
@@ -23,6 +25,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift.activities.clusters import heartbeating
 from skyshift.activities.convert import nodes_from_status, queue_from_status
+from skyshift.activities.provision_plan import SIG_SCALE, ScaleRequest, expected_seconds
 from skyshift.activities.store import uid_of, update_status
 from skyshift.activities.types import (
     CONTROL_QUEUE,
@@ -39,11 +42,13 @@ from skyshift.activities.types import (
     QueueEntry,
     Reservation,
     SchedulerInput,
+    cluster_workflow_id,
 )
 from skyshift.metrics import PLACEMENT_LATENCY
 from skyshift.models.quantity import Resources
 from skyshift.scheduler import schedule_batch
 from skyshift.scheduler.capacity import queue_charge
+from skyshift.scheduler.growth import Growable, grow_for
 from skyshift.scheduler.types import ClusterInfo, Decision, FilterPolicyInfo, NodeInfo, QueueInfo
 from skyshift.store import NotFound, ObjectStore
 
@@ -88,7 +93,7 @@ def cluster_infos(objs: list[Obj], reservations: list[Reservation]) -> list[Clus
     for obj in objs:
         meta, status = obj.get("metadata") or {}, obj.get("status") or {}
         name = str(meta.get("name"))
-        ready = status.get("phase") == "Ready" and not meta.get("deletionTimestamp")
+        ready = status.get("phase") in ("Ready", "Scaling") and not meta.get("deletionTimestamp")
         held = [r for r in reservations if r.cluster == name]
         nodes, queue = subtract_reservations(nodes_from_status(status), held,
                                              queue_from_status(status))
@@ -109,6 +114,45 @@ def policy_infos(objs: list[Obj]) -> list[FilterPolicyInfo]:
             label_selector=dict(spec.get("labelsSelector") or {}),
             include=list(flt.get("include") or []), exclude=list(flt.get("exclude") or []),
         ))
+    return out
+
+
+@dataclass
+class ProvisionedInfo(Growable):
+    eta: str = ""
+
+
+def growables_of(objs: list[Obj], infos: list[ClusterInfo]) -> list[ProvisionedInfo]:
+    """The provisioned clusters that can grow, with what their nodes have free now."""
+    free = {i.name: [n.free for n in i.nodes] for i in infos}
+    out = []
+    for obj in objs:
+        meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get(
+            "status") or {}
+        prov = spec.get("provision")
+        phase = status.get("phase")
+        if not isinstance(prov, dict) or meta.get("deletionTimestamp") or phase not in (
+                "Provisioning", "Ready", "Scaling"):
+            continue
+        block = status.get("provision") or {}
+        nodes = prov.get("nodes") or {}
+        lo = int(nodes.get("min") or 1)
+        up = int(block.get("nodes") or 0)
+        busy = phase != "Ready"
+        eta = str(block.get("eta") or "")
+        if not busy:
+            infra = str(block.get("infra") or prov.get("infra") or "")
+            eta = (datetime.now(UTC) + timedelta(seconds=expected_seconds(infra))).strftime(
+                "%H:%M UTC")
+        elif eta:
+            eta = eta[11:16] + " UTC"
+        name = str(meta.get("name"))
+        node = Resources(float(prov.get("cpus") or 0), float(prov.get("memory") or 0), 0,
+                         {str(k): int(v) for k, v in (prov.get("accelerators") or {}).items()})
+        labels = {**(status.get("labels") or {}), **(meta.get("labels") or {})}
+        out.append(ProvisionedInfo(name, labels, node, max(up, lo if busy else up),
+                                   max(int(nodes.get("max") or lo), lo), busy,
+                                   free.get(name, []), eta))
     return out
 
 
@@ -181,11 +225,11 @@ class SchedulingActivities:
     async def place_batch(self, inp: PlaceBatchInput) -> PlaceBatchResult:
         clusters = (await self.store.list("clusters")).items
         policies = (await self.store.list("filterpolicies")).items
+        infos = cluster_infos(clusters, inp.reservations)
         decisions = schedule_batch(
-            [e.req.request for e in inp.jobs],
-            cluster_infos(clusters, inp.reservations),
-            policy_infos(policies),
+            [e.req.request for e in inp.jobs], infos, policy_infos(policies),
         )
+        await self._grow(inp, decisions, clusters, infos, policy_infos(policies))
         limit = asyncio.Semaphore(FOLLOW_UP_CONCURRENCY)
 
         async def follow_up(entry: QueueEntry, decision: Decision) -> PlaceOutcome:
@@ -196,6 +240,31 @@ class SchedulingActivities:
             *(follow_up(e, d) for e, d in zip(inp.jobs, decisions, strict=True))
         ))
         return PlaceBatchResult(list(outcomes))
+
+    async def _grow(self, inp: PlaceBatchInput, decisions: list[Decision], clusters: list[Obj],
+                    infos: list[ClusterInfo], policies: list[FilterPolicyInfo]) -> None:
+        """Jobs that fit nowhere: ask a provisioned cluster that may grow to do so, and say so
+        in their pending message ("provisioning c1 (ETA ...)")."""
+        waiting = [(e, d) for e, d in zip(inp.jobs, decisions, strict=True) if not d.placed]
+        growables = growables_of(clusters, infos) if waiting else []
+        if not growables:
+            return
+        asks: dict[str, int] = {}
+        by_name = {g.name: g for g in growables}
+        for entry, decision in waiting:
+            growth = grow_for(entry.req.request, growables, policies)
+            if growth is None:
+                continue
+            if not growth.busy:
+                asks[growth.cluster] = max(asks.get(growth.cluster, 0), growth.nodes)
+            eta = by_name[growth.cluster].eta or "soon"
+            decision.message = f"provisioning {growth.cluster} (ETA {eta}); {decision.message}"
+        for cluster, nodes in asks.items():
+            try:
+                await self.client.get_workflow_handle(cluster_workflow_id(cluster)).signal(
+                    SIG_SCALE, ScaleRequest(nodes, "jobs waiting for capacity"))
+            except RPCError as exc:  # the next round asks again
+                log.warning("cannot ask cluster %s to scale: %s", cluster, exc)
 
     async def _follow_up(self, entry: QueueEntry, decision: Decision) -> PlaceOutcome:
         req = entry.req

@@ -222,7 +222,11 @@ class Syncer:
                 "deletionTimestamp"
             ):
                 return None
-            new = dict(status, phase=phase, message=message)
+            if phase == "Ready" and status.get("phase") == "Scaling":
+                phase_now, message_now = "Scaling", str(status.get("message") or "")
+            else:  # a provisioned cluster's ClusterWorkflow ends its Scaling itself
+                phase_now, message_now = phase, message
+            new = dict(status, phase=phase_now, message=message_now)
             if cap is not None and alloc is not None:
                 new["capacity"], new["allocatable"] = cap, alloc
                 if queue is not None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from temporalio.common import SearchAttributeKey
 
+from skyshift.activities.provision_plan import ProvisionState
 from skyshift.compat.types import ReplicaSpec
 from skyshift.models.quantity import Resources
 from skyshift.scheduler.types import Filter, JobRequest, Preference
@@ -394,6 +395,7 @@ class ClusterInput:
     heartbeat_timeout: float = 5.0
     sync_duration: float = 300.0  # one sync activity runs this long, then returns
     history_limit: int = 1000
+    provision: ProvisionState | None = None  # a provisioned cluster: its plan and progress
 
 
 @dataclass

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from skyshift.cli import manifests
+from skyshift.cli.cluster_wait import finish, wait_ready
 from skyshift.cli.groups import AliasedGroup
 from skyshift.cli.kinds import NAME
 from skyshift.cli.output import object_ref, to_yaml
@@ -102,24 +103,37 @@ def create_job(state: CliState, /, name: str, namespace: str | None, dry_run: bo
 @create.aliased("cluster", "clusters", "cl", context_settings={"help_option_names": ["--help"]})
 @click.argument("name", type=NAME)
 @click.option("--manager", default="k8", show_default=True,
-              help="Cluster manager: k8 (kubernetes), slurm, ray or local.")
+              help="Cluster manager: k8 (kubernetes), slurm, ray or local (a provisioned "
+                   "cluster's is skypilot).")
 @click.option("--labels", "-l", type=PAIR, multiple=True, metavar="KEY VALUE",
               help="A label (repeatable); jobs' placement filters match these.")
-@click.option("--cpus", default=None, help="vCPUs per node (provisioning).")
+@click.option("--cpus", default=None, help="vCPUs per node (provisioning; local: in all).")
 @click.option("--memory", default=None, help="Memory per node, GB unless a unit is given.")
 @click.option("--disk_size", default=None, help="OS disk per node, GB unless a unit is given.")
 @click.option("--accelerators", default=None, metavar="TYPE:COUNT",
               help="Accelerators per node, e.g. V100:2.")
 @click.option("--ports", type=str, multiple=True, metavar="PORT",
               help="Port to open (repeatable, or comma separated).")
-@click.option("--num_nodes", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Number of nodes to provision.")
-@click.option("--cloud", default=None,
-              help="Not supported yet: refused until provisioning exists.")
-@click.option("--region", default=None,
-              help="Not supported yet: refused until provisioning exists.")
+@click.option("--num_nodes", "--min-nodes", "num_nodes", type=click.IntRange(1, 64), default=1,
+              show_default=True, help="Nodes to provision first (the minimum).")
 @click.option("--provision", is_flag=True,
-              help="Not supported yet: refused (attach existing clusters with --config/--host).")
+              help="Provision the cluster through SkyPilot instead of attaching one.")
+@click.option("--infra", default=None, metavar="INFRA",
+              help="Where to provision, as SkyPilot names it: slurm/<cluster>, "
+                   "kubernetes/<context>, aws/us-east-1, ...")
+@click.option("--cloud", default=None,
+              help="Cloud to provision on (the original's flag): --infra <cloud>/<region>.")
+@click.option("--region", default=None, help="Region of --cloud.")
+@click.option("--max-nodes", "max_nodes", type=click.IntRange(1, 64), default=None,
+              help="Scale up to this many nodes when jobs wait (default: --num_nodes).")
+@click.option("--idle-minutes", "idle_minutes", type=click.IntRange(0, 10080), default=None,
+              help="Tear down after this long without SkyShift replicas (0: never).")
+@click.option("--candidate", "candidates", multiple=True, metavar="INFRA",
+              help="Infra to fail over to when --infra has no capacity (repeatable, in order).")
+@click.option("--wait", is_flag=True,
+              help="Follow the cluster's progress until it is Ready (or Failed).")
+@click.option("--timeout", type=click.FloatRange(min=1), default=1800, show_default=True,
+              metavar="SECONDS", help="With --wait: give up after this long.")
 @click.option("--config", "-c", "-C", "config_path", default=None, metavar="PATH",
               help="kubeconfig or Slurm config file of the cluster.")
 @click.option("--context", "kube_context", default=None,
@@ -133,19 +147,28 @@ def create_job(state: CliState, /, name: str, namespace: str | None, dry_run: bo
                    "only with --manager ray.")
 @common
 @pass_state
-def create_cluster(state: CliState, /, name: str, dry_run: bool, **flags: Any) -> None:
-    """Attach an existing cluster so SkyShift can place jobs on it.
+def create_cluster(state: CliState, /, name: str, dry_run: bool, wait: bool, timeout: float,
+                   **flags: Any) -> None:
+    """Attach an existing cluster, or provision one through SkyPilot (--provision), so
+    SkyShift can place jobs on it.
 
-    Provisioning new clusters (--provision, --cloud, --region) is not implemented yet; those
-    flags are refused rather than stored and ignored.
+    A provisioned cluster is launched on --infra (failing over to each --candidate when it has
+    no capacity), grows up to --max-nodes when jobs wait, is torn down after --idle-minutes
+    without replicas, and is torn down with `skyctl delete cluster`.
 
     \b
     Examples:
       skyctl create cluster kind-1 --manager k8 --config ~/.kube/config -l gpu none
       skyctl create cluster hpc --manager slurm --host login.hpc --username me -k ~/.ssh/id
       skyctl create cluster r1 --manager ray --address http://127.0.0.1:8265
+      skyctl create cluster c1 --provision --infra slurm/sim-1 --cpus 2 --memory 4 \\
+          --num_nodes 2 --max-nodes 4 --idle-minutes 10 --candidate kubernetes/kind --wait
+      skyctl create cluster c2 --provision --cloud aws --region us-east-1 --cpus 4
     """
-    submit(state, manifests.cluster_manifest(name, **flags), dry_run)
+    manifest = manifests.cluster_manifest(name, **flags)
+    submit(state, manifest, dry_run)
+    if wait and not dry_run:
+        finish(wait_ready(state.client(), name, timeout))
 
 
 @create.aliased("service", "services", "svc")

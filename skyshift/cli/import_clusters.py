@@ -20,6 +20,7 @@ picks it up (one import in :mod:`skyshift.cli.main`).
 from __future__ import annotations
 
 import copy
+import inspect
 import re
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,9 @@ def import_all(state: CliState, prefix: str | None, dry_run: bool, flags: dict[s
         raise UsageProblem("--all-contexts attaches Kubernetes clusters: use --manager k8")
     if flags.get("provision"):
         raise UsageProblem("--all-contexts attaches existing clusters: drop --provision")
+    if flags.pop("wait", False):
+        raise UsageProblem("--wait follows one cluster: drop --all-contexts or --wait")
+    flags.pop("timeout", None)
     if flags.get("kube_context"):
         raise UsageProblem("--all-contexts and --context exclude each other")
     if not flags.get("config_path"):
@@ -133,7 +137,7 @@ def _wrap(original: click.Command) -> click.Command:
             raise click.UsageError("Missing argument 'NAME' (or pass --all-contexts).", ctx)
         return ctx.invoke(callback, name=name, **flags)
 
-    help_text = (original.help or "").rstrip() + (
+    help_text = inspect.cleandoc(original.help or "").rstrip() + (
         "\n\n\b\nEvery context of a kubeconfig at once:\n"
         "  skyctl create cluster --manager k8 --config ~/.kube/config --all-contexts"
     )

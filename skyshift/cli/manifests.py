@@ -120,6 +120,30 @@ def job_manifest(
     return validated(manifest)
 
 
+def provisioned_spec(spec: dict[str, Any], infra: str | None, max_nodes: int | None,
+                     idle_minutes: int | None, candidates: list[str]) -> dict[str, Any]:
+    """``--provision``: the per-node flags move into ``spec.provision``; ``--cloud/--region``
+    (the original's flags) name the infra when ``--infra`` does not."""
+    if not infra:
+        if not spec.get("cloud"):
+            raise UsageProblem("--provision needs --infra (like slurm/sim-1, kubernetes/<context>"
+                               " or aws/us-east-1) or --cloud [--region]")
+        cloud, region = str(spec["cloud"]).lower(), spec.get("region")
+        infra = f"{cloud}/{region}" if region else cloud
+    nodes: dict[str, Any] = {"min": spec.pop("num_nodes", 1)}
+    if max_nodes is not None:
+        nodes["max"] = max_nodes
+    provision = _drop_empty({
+        "infra": infra, "cpus": spec.pop("cpus", None), "memory": spec.pop("memory", None),
+        "accelerators": spec.pop("accelerators", None), "nodes": nodes,
+        "idleMinutes": idle_minutes, "candidates": candidates,
+    })
+    if str(spec.get("manager", "k8")).lower() in ("k8", "skypilot", "sky"):
+        spec["manager"] = "skypilot"
+    spec["provision"] = provision
+    return spec
+
+
 def cluster_manifest(
     name: str,
     *,
@@ -134,6 +158,10 @@ def cluster_manifest(
     cloud: str | None = None,
     region: str | None = None,
     provision: bool = False,
+    infra: str | None = None,
+    max_nodes: int | None = None,
+    idle_minutes: int | None = None,
+    candidates: Iterable[str] = (),
     config_path: str | None = None,
     kube_context: str | None = None,
     host: str | None = None,
@@ -162,6 +190,11 @@ def cluster_manifest(
         "context": kube_context,
         "access_config": access,
     }
+    if provision:
+        spec = provisioned_spec(spec, infra, max_nodes, idle_minutes, list(candidates))
+    elif infra or max_nodes or idle_minutes is not None or candidates:
+        raise UsageProblem("--infra, --max-nodes, --idle-minutes and --candidate are for "
+                           "provisioned clusters: add --provision")
     if address:  # the Ray dashboard (Jobs API) of a ray cluster
         if str(manager).lower() != "ray":
             raise UsageProblem("--address is for Ray clusters: use it with --manager ray")

@@ -28,6 +28,8 @@ STATUS_STYLES = {
     "Error": "red",
     "Deleting": "magenta",
     "Terminating": "magenta",
+    "Provisioning": "yellow",
+    "Scaling": "yellow",
 }
 
 

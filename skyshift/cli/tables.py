@@ -65,7 +65,7 @@ def _int(value: Any) -> int:
 # -- clusters -----------------------------------------------------------------------------------
 
 CLUSTER_HEADERS = ["NAME", "MANAGER", "LABELS", "RESOURCES", "STATUS", "AGE"]
-CLUSTER_WIDE = ["CLOUD", "REGION", "NODES", "MESSAGE"]
+CLUSTER_WIDE = ["INFRA", "CLOUD", "REGION", "NODES", "MESSAGE"]
 
 
 def cluster_resources(obj: Obj) -> tuple[dict[str, float], dict[str, float]]:
@@ -86,7 +86,13 @@ def cluster_rows(obj: Obj, wide: bool, now: datetime | None) -> list[list[str]]:
     if wide:
         capacity = _d(obj, "status", "capacity")
         nodes = len(capacity) if isinstance(capacity, Mapping) else 0
+        prov = _d(obj, "status", "provision")
+        if isinstance(prov, Mapping):  # a provisioned cluster: nodes UP at SkyPilot
+            nodes = _int(prov.get("nodes"))
+        infra = (prov.get("infra") if isinstance(prov, Mapping) else None) or _d(
+            obj, "spec", "provision", "infra")
         row += [
+            _str(infra),
             _str(_d(obj, "spec", "cloud")),
             _str(_d(obj, "spec", "region")),
             str(nodes),

@@ -7,23 +7,22 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from skyshift.models.base import SkyObject
-from skyshift.models.meta import Condition, StrictModel, not_supported_yet
+from skyshift.models.cluster_provision import ProvisionSpec, ProvisionStatus, flat_provision
+from skyshift.models.meta import Condition, StrictModel
 from skyshift.models.quantity import parse_accelerators, parse_cpus, parse_memory
 
-ClusterPhase = Literal["Init", "Provisioning", "Ready", "Error", "Deleting"]
+ClusterPhase = Literal["Init", "Provisioning", "Ready", "Scaling", "Error", "Failed",
+                       "Terminating", "Deleting"]
 MANAGER_ALIASES = {"k8": "k8", "k8s": "k8", "kubernetes": "k8", "slurm": "slurm", "local": "local",
-                   "ray": "ray"}
-
-
-NO_PROVISIONING = (
-    "cluster provisioning is not implemented; attach an existing cluster "
-    "(--config for Kubernetes or Slurm, --host for Slurm over SSH)"
-)
+                   "ray": "ray", "skypilot": "skypilot", "sky": "skypilot"}
 
 
 class ClusterSpec(StrictModel):
-    """How to reach the cluster. ``provision``, ``cloud`` and ``region`` (the original's
-    provisioning fields) are refused until provisioning exists, rather than silently ignored."""
+    """How to reach the cluster, or (``provision``) what to provision through SkyPilot.
+
+    ``provision: true`` with the original's flat fields (cloud, region, cpus, memory,
+    accelerators, num_nodes) is read as the structured form; a provisioned cluster's manager is
+    ``skypilot`` (its replicas run as SkyPilot jobs on the clusters the lifecycle launches)."""
 
     manager: str = "k8"
     cloud: str = ""
@@ -34,7 +33,7 @@ class ClusterSpec(StrictModel):
     accelerators: dict[str, int] = Field(default_factory=dict)
     ports: list[int] = Field(default_factory=list)
     num_nodes: int = Field(default=1, ge=1)
-    provision: bool = False
+    provision: ProvisionSpec | None = None
     config_path: str = ""
     context: str = ""
     access_config: dict[str, Any] = Field(default_factory=dict)
@@ -46,15 +45,21 @@ class ClusterSpec(StrictModel):
         key = str(v).lower()
         if key not in MANAGER_ALIASES:
             raise ValueError(
-                f"unknown manager {v!r}: expected local, k8 (kubernetes), slurm or ray"
+                f"unknown manager {v!r}: expected local, k8 (kubernetes), slurm, ray or skypilot"
             )
         return MANAGER_ALIASES[key]
 
-    @field_validator("provision", "cloud", "region")
+    @model_validator(mode="before")
     @classmethod
-    def _provisioning(cls, v: bool | str, info: ValidationInfo) -> bool | str:
-        if v:
-            raise not_supported_yet(str(info.field_name), NO_PROVISIONING)
+    def _flat_provision(cls, data: Any) -> Any:
+        """``provision: true`` + the original's flat fields -> the structured spec."""
+        return flat_provision(data) if isinstance(data, dict) else data
+
+    @field_validator("cloud", "region")
+    @classmethod
+    def _cloud_region(cls, v: str, info: ValidationInfo) -> str:
+        if len(v) > 64:
+            raise ValueError(f"{info.field_name}: at most 64 characters")
         return v
 
     @field_validator("cpus", mode="before")
@@ -71,6 +76,20 @@ class ClusterSpec(StrictModel):
     @classmethod
     def _acc(cls, v: object) -> dict[str, int]:
         return parse_accelerators(v)
+
+    @model_validator(mode="after")
+    def _provisioned(self) -> ClusterSpec:
+        """A provisioned cluster is run through SkyPilot; cloud/region only name its infra."""
+        if self.provision is not None:
+            if self.manager not in ("skypilot", "k8"):  # k8: the field's default
+                raise ValueError(f"manager: a provisioned cluster's manager is skypilot, "
+                                 f"not {self.manager}")
+            self.__dict__["manager"] = "skypilot"
+        elif self.cloud or self.region:
+            field = "cloud" if self.cloud else "region"
+            raise ValueError(f"{field}: only for a provisioned cluster (provision: true, "
+                             f"or provision.infra like aws/us-east-1)")
+        return self
 
     @model_validator(mode="after")
     def _ray_address(self) -> ClusterSpec:
@@ -115,6 +134,7 @@ class ClusterStatus(StrictModel):
     observedGeneration: int = 0
     conditions: list[Condition] = Field(default_factory=list)
     workflowId: str = ""
+    provision: ProvisionStatus | None = None  # provisioned clusters: what the lifecycle did
 
 
 class Cluster(SkyObject):

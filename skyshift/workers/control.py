@@ -21,6 +21,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from skyshift.activities.links import LinkActivities
 from skyshift.activities.pipelines import PipelineActivities
+from skyshift.activities.provisioning import ProvisioningActivities
 from skyshift.activities.schedules import ScheduleActivities
 from skyshift.activities.scheduling import SchedulingActivities
 from skyshift.activities.service_store import ServiceStoreActivities
@@ -84,6 +85,7 @@ def control_worker(
     pl = PipelineActivities(store, client)
     sc = ScheduleActivities(store, client)
     ln = LinkActivities(store)
+    pv = ProvisioningActivities(store)  # SkyPilot is imported on the first launch, not here
     return Worker(
         client,
         task_queue=task_queue,
@@ -94,7 +96,8 @@ def control_worker(
             svc.read_service, svc.service_view, svc.write_service_status, svc.write_endpoints,
             pl.start_step, pl.read_step_jobs, pl.delete_owned, pl.write_pipeline_status,
             pl.read_pipeline, sc.sync_schedule, sc.drop_schedule, sc.start_run, sc.read_run,
-            sc.stop_run, ln.view_link, ln.write_link_status,
+            sc.stop_run, ln.view_link, ln.write_link_status, pv.provision_cluster,
+            pv.unprovision_cluster, pv.cluster_usage,
         ],
         workflow_runner=SandboxedWorkflowRunner() if sandbox else UnsandboxedWorkflowRunner(),
         max_cached_workflows=4000,

@@ -124,7 +124,7 @@ def build_manager(obj: Obj) -> ClusterManager:
 
 @dataclass
 class Skylet:
-    key: tuple[str, int]  # (uid, generation): rebuilt when either changes
+    key: tuple[str, int, tuple[str, ...]]  # (uid, generation, sky clusters): rebuilt on a change
     worker: Worker
     task: asyncio.Task[None]
     ctx: ClusterContext
@@ -190,7 +190,9 @@ class SkyletManager:
                 log.info("cluster %s no longer matches %s: handing it over", name, self.selector)
                 await self._stop(name)
             return
-        key = (str(meta.get("uid") or ""), int(meta.get("generation") or 0))
+        # a provisioned cluster's skylet is rebuilt when its SkyPilot clusters change too
+        sky = tuple(((obj.get("status") or {}).get("provision") or {}).get("skyClusters") or [])
+        key = (str(meta.get("uid") or ""), int(meta.get("generation") or 0), sky)
         current = self.skylets.get(name)
         if current is not None and current.key == key:
             return

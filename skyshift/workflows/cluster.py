@@ -10,6 +10,9 @@ dies is noticed through the heartbeat timeout and the activity is retried on the
 Deletion cancels the sync, runs the teardown activity (delete every SkyShift replica, tell the
 jobs that had some so they move elsewhere), falls back to the SkyShiftCluster search attribute
 to tell running jobs when the cluster cannot be reached, and finally removes the Cluster object.
+
+A Cluster with ``spec.provision`` is first provisioned through SkyPilot, and scaled and torn
+down with it: :mod:`skyshift.workflows.cluster_provision`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from temporalio.exceptions import ActivityError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
+    from skyshift.activities.provision_plan import SIG_SCALE, ProvisionState, ScaleRequest
     from skyshift.activities.types import (
         SIG_DELETE,
         SIG_SPEC,
@@ -38,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         TeardownResult,
         skylet_queue,
     )
+    from skyshift.workflows.cluster_provision import PROVISION_PATCH, ProvisionedLifecycle
     from skyshift.workflows.common import (
         CLUSTER,
         HEARTBEAT_TIMEOUT,
@@ -58,7 +63,7 @@ TEARDOWN_TIMEOUT = timedelta(seconds=60)
 
 
 @workflow.defn(name="ClusterWorkflow")
-class ClusterWorkflow:
+class ClusterWorkflow(ProvisionedLifecycle):
     @workflow.init
     def __init__(self, inp: ClusterInput) -> None:
         self.inp = inp
@@ -67,6 +72,7 @@ class ClusterWorkflow:
         self.deleting = inp.deleting
         self.spec_dirty = False
         self.sa: dict[str, str] = {}
+        self.scale_to = 0  # nodes the scheduler asked a provisioned cluster to grow to
 
     @workflow.signal(name=SIG_DELETE)
     def delete(self, d: DeleteRequest) -> None:
@@ -77,6 +83,10 @@ class ClusterWorkflow:
     def spec_changed(self, _: SpecChanged) -> None:
         self.spec_dirty = True
 
+    @workflow.signal(name=SIG_SCALE)
+    def scale(self, r: ScaleRequest) -> None:
+        self.scale_to = max(self.scale_to, r.nodes)
+
     @workflow.query(name="phase")
     def current_phase(self) -> str:
         return self.phase
@@ -86,6 +96,8 @@ class ClusterWorkflow:
         self.sa = current_keywords()
         self.spec_dirty = False  # the API's ensure at creation is not a change of spec
         upsert([(KIND, "Cluster"), (CLUSTER, inp.name), (PHASE, self.phase)], self.sa)
+        if inp.provision is not None and workflow.patched(PROVISION_PATCH):
+            return await self._run_provisioned(inp, inp.provision)
         while not self.deleting:
             result = await self._sync()
             if result is None:
@@ -103,6 +115,47 @@ class ClusterWorkflow:
                     inp.sync_duration, inp.history_limit,
                 ))
         return await self._teardown()
+
+    async def _run_provisioned(self, inp: ClusterInput, st: ProvisionState) -> str:
+        carry = await self._provisioned(st)
+        if carry is not None:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            workflow.continue_as_new(ClusterInput(
+                inp.name, inp.uid, self.phase, False, self.lost, inp.heartbeat_timeout,
+                inp.sync_duration, inp.history_limit, carry,
+            ))
+        return await self._teardown(st)
+
+    def _start_sync(self) -> asyncio.Task[SyncResult]:
+        inp = self.inp
+        return asyncio.create_task(workflow.execute_activity(
+            "sync_cluster", SyncInput(inp.name, inp.uid, self.phase, self.lost, inp.sync_duration),
+            result_type=SyncResult, task_queue=skylet_queue(inp.name),
+            start_to_close_timeout=timedelta(seconds=inp.sync_duration + 60),
+            heartbeat_timeout=timedelta(seconds=inp.heartbeat_timeout),
+            retry_policy=SKYLET_RETRY,
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        ))
+
+    async def _sync_done(self, task: asyncio.Task[SyncResult]) -> bool:
+        """A provisioned cluster's sync round ended: record it; True when history is full."""
+        try:
+            result = task.result()
+        except ActivityError as err:
+            why = permanent_cause(err) or str(err.cause or err)
+            result = SyncResult("Error", f"cannot reach cluster {self.inp.name}: {why}",
+                                self.lost, permanent=True)
+            await workflow.execute_local_activity(
+                "write_cluster_status",
+                ClusterStatusPatch(self.inp.name, self.inp.uid, "Error", result.message),
+                start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+            )
+        self.phase, self.lost = result.phase, result.lost_jobs
+        upsert([(PHASE, self.phase)], self.sa)
+        if result.permanent:
+            await wait(lambda: self.spec_dirty or self.deleting, None)
+            self.spec_dirty = False
+        return history_full(self.inp.history_limit) and not self.deleting
 
     async def _sync(self) -> SyncResult | None:
         inp = self.inp
@@ -133,10 +186,15 @@ class ClusterWorkflow:
             )
             return SyncResult("Error", msg, self.lost, permanent=True)
 
-    async def _teardown(self) -> str:
+    async def _teardown(self, provisioned: ProvisionState | None = None) -> str:
         inp = self.inp
         upsert([(PHASE, "Deleting")], self.sa)
         told: list[str] = []
+        if provisioned is not None and not provisioned.groups:
+            # nothing was UP: no replicas to delete, only names a launch may have started
+            await self._terminate(provisioned)
+            await remove_object("clusters", inp.name, inp.uid)
+            return "Deleted"
         try:
             result: TeardownResult = await workflow.execute_activity(
                 "teardown_cluster", TeardownInput(inp.name), result_type=TeardownResult,
@@ -146,6 +204,8 @@ class ClusterWorkflow:
             told = result.jobs
         except ActivityError as err:
             workflow.logger.warning("teardown of cluster %s failed: %s", inp.name, err.cause)
+        if provisioned is not None:
+            await self._terminate(provisioned)
         event = ClusterEvent(inp.name, "deleted", f"cluster {inp.name} was deleted")
         await workflow.execute_local_activity(
             "notify_cluster_jobs", ClusterJobsInput(inp.name, event, told),

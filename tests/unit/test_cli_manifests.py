@@ -187,9 +187,6 @@ def test_builders_directly() -> None:
 
 @pytest.mark.parametrize(("args", "field"), [
     (("job", "j", "--run", "true", "-v", "/data", "/mnt/data"), "spec.volumes"),
-    (("cluster", "c", "--provision"), "spec.provision"),
-    (("cluster", "c", "--cloud", "gcp"), "spec.cloud"),
-    (("cluster", "c", "--region", "us-central1"), "spec.region"),
 ])
 def test_flags_nothing_honours_yet_are_refused_not_ignored(args: tuple[str, ...],
                                                            field: str) -> None:

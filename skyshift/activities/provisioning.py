@@ -1,0 +1,244 @@
+"""Provisioning activities (control task queue): launch and tear down a Cluster's SkyPilot
+clusters through a :class:`~skyshift.compat.provision_types.Provisioner`, and report progress.
+
+The provisioner's calls block (SkyPilot's SDK does), so each runs in a thread while the activity
+heartbeats and writes the provisioner's latest progress line to the Cluster's status (at most
+once a second). Errors map onto the workflow's decisions: ``Capacity`` -> a retryable
+ApplicationError of type ``Capacity`` (retried with backoff, then the workflow fails over to the
+next infra), ``Permanent`` -> non-retryable (the Cluster ends Failed with that message),
+``Transient`` -> retried. A cancelled launch still waits for its thread to return, so a teardown
+that follows never races a launch still in flight (nothing is leaked by deleting a Cluster
+while it provisions).
+
+Which provisioner the worker holds comes from :func:`get_provisioner`: ``"skypilot"`` is imported
+lazily (like compat's managers), and tests register a fake with :func:`register_provisioner`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from skyshift.activities.provision_plan import (
+    DownInput,
+    LaunchInput,
+    LaunchResult,
+    UsageInput,
+    UsageResult,
+    expected_seconds,
+    launch_request,
+)
+from skyshift.activities.store import uid_of, update_status
+from skyshift.compat.errors import CompatError, Transient
+from skyshift.compat.provision_types import Capacity, Provisioner
+from skyshift.store import ObjectStore
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+ProvisionerFactory = Callable[[], Provisioner]
+
+_BUILTIN: dict[str, str] = {"skypilot": "skyshift.compat.skypilot_client:SkyPilotClient"}
+_REGISTRY: dict[str, ProvisionerFactory] = {}
+WRITE_EVERY = 1.0  # seconds between two progress writes
+BEAT_EVERY = 1.0  # also how soon the first progress line is written
+TERMINAL = ("Succeeded", "Failed")
+
+
+def register_provisioner(name: str, factory: ProvisionerFactory) -> None:
+    """Make ``get_provisioner(name)`` build with ``factory`` (plugins, tests)."""
+    _REGISTRY[name] = factory
+
+
+def get_provisioner(name: str = "skypilot") -> Provisioner:
+    factory = _REGISTRY.get(name)
+    if factory is None:
+        target = _BUILTIN.get(name)
+        if target is None:
+            raise KeyError(f"unknown provisioner {name!r}")
+        module, _, attr = target.partition(":")
+        factory = getattr(importlib.import_module(module), attr)
+        _REGISTRY[name] = factory
+    return factory()
+
+
+def _iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _provision_block(obj: Obj) -> dict[str, Any]:
+    status = obj.setdefault("status", {})
+    block = status.get("provision")
+    if not isinstance(block, dict):
+        block = status["provision"] = {}
+    out: dict[str, Any] = block
+    return out
+
+
+class ProvisioningActivities:
+    """Built once in the control worker with its store; the provisioner is built on first use
+    (a worker that never provisions never imports SkyPilot)."""
+
+    def __init__(self, store: ObjectStore, provisioner: str | Provisioner = "skypilot") -> None:
+        self.store = store
+        self._provisioner = provisioner
+
+    @property
+    def provisioner(self) -> Provisioner:
+        if isinstance(self._provisioner, str):
+            self._provisioner = get_provisioner(self._provisioner)
+        return self._provisioner
+
+    async def _write(self, name: str, uid: str, change: Callable[[Obj], None]) -> None:
+        def mutate(obj: Obj) -> Obj | None:
+            if uid and uid_of(obj) != uid:
+                return None
+            before = repr(obj.get("status"))
+            change(obj)
+            return obj if repr(obj.get("status")) != before else None
+
+        await update_status(self.store, "clusters", name, None, mutate)
+
+    def _phase(self, obj: Obj, phase: str, message: str) -> None:
+        status = obj.setdefault("status", {})
+        if (obj.get("metadata") or {}).get("deletionTimestamp") and phase != "Terminating":
+            return  # being deleted: the teardown's phase stands
+        status["phase"], status["message"] = phase, message
+
+    async def _call(self, fn: Callable[[Callable[[str], None]], Any], name: str, uid: str) -> Any:
+        """Run ``fn(progress)`` in a thread; heartbeat, and write progress lines to status.
+        Cancellation waits for the thread (the provisioner's call cannot be interrupted)."""
+        latest: list[str] = []
+        task = asyncio.ensure_future(asyncio.to_thread(fn, latest.append))
+        watcher = asyncio.ensure_future(self._watch(task, latest, name, uid))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            while not task.done():  # the thread runs on: let it finish before reporting
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait({task})
+            if (exc := task.exception()) is not None:
+                log.info("%s: a cancelled provisioner call ended with %s", name, exc)
+            raise
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watcher
+
+    async def _watch(self, task: asyncio.Future[Any], latest: list[str], name: str,
+                     uid: str) -> None:
+        written, last_write = "", 0.0
+        while not task.done():
+            await asyncio.wait({task}, timeout=BEAT_EVERY)
+            line = latest[-1][:500] if latest else ""
+            activity.heartbeat(line)
+            if task.done() or line == written or time.monotonic() - last_write < WRITE_EVERY:
+                continue
+            written, last_write = line, time.monotonic()
+
+            def progress(obj: Obj, line: str = line) -> None:
+                _provision_block(obj)["message"] = line
+                if obj.get("status", {}).get("phase") in ("Provisioning", "Scaling"):
+                    obj["status"]["message"] = line
+
+            with contextlib.suppress(Exception):  # progress is best effort
+                await self._write(name, uid, progress)
+
+    @activity.defn(name="provision_cluster")
+    async def provision_cluster(self, inp: LaunchInput) -> LaunchResult:
+        """Launch (or adopt) one SkyPilot cluster of the Cluster; UP when it returns."""
+        attempt = activity.info().attempt
+        total = inp.attempts_before + attempt
+        eta = datetime.now(UTC) + timedelta(seconds=expected_seconds(inp.infra))
+        what = f"launching {inp.sky_cluster} ({inp.nodes} node(s)) on {inp.infra}"
+        if attempt > 1:
+            what += f", attempt {attempt}"
+
+        def starting(obj: Obj) -> None:
+            self._phase(obj, inp.phase, what)
+            block = _provision_block(obj)
+            block.update(infra=inp.infra, attempts=total, eta=_iso(eta), message=what,
+                         skyClusters=list(inp.groups), nodes=sum(inp.groups.values()))
+
+        await self._write(inp.cluster, inp.uid, starting)
+        req = launch_request(inp)
+        try:
+            up = await self._call(lambda p: self.provisioner.launch(req, p), inp.cluster, inp.uid)
+        except CompatError as exc:
+            msg = f"{inp.infra}: {exc}"
+
+            def failed(obj: Obj) -> None:
+                _provision_block(obj).update(lastError=msg[:2000], eta=None)
+
+            await self._write(inp.cluster, inp.uid, failed)
+            if isinstance(exc, Capacity):
+                raise ApplicationError(msg, type="Capacity") from exc
+            if isinstance(exc, Transient):
+                raise
+            raise ApplicationError(msg, type=type(exc).__name__, non_retryable=True) from exc
+        nodes = up.nodes or inp.nodes
+        groups = {**inp.groups, inp.sky_cluster: nodes}
+
+        def launched(obj: Obj) -> None:
+            block = _provision_block(obj)
+            block.update(skyClusters=list(groups), nodes=sum(groups.values()), eta=None,
+                         infra=inp.infra, message=f"{inp.sky_cluster} is UP on {inp.infra}")
+
+        await self._write(inp.cluster, inp.uid, launched)
+        return LaunchResult(inp.sky_cluster, nodes, attempt)
+
+    @activity.defn(name="unprovision_cluster")
+    async def unprovision_cluster(self, inp: DownInput) -> int:
+        """Tear down the named SkyPilot clusters (absent ones are fine); returns how many."""
+
+        def starting(obj: Obj) -> None:
+            if inp.phase:
+                self._phase(obj, inp.phase, f"tearing down {', '.join(inp.sky_clusters)}")
+
+        await self._write(inp.cluster, inp.uid, starting)
+        for sky in inp.sky_clusters:
+            try:
+                await self._call(partial(self.provisioner.down, sky), inp.cluster, inp.uid)
+            except CompatError as exc:  # retried by the workflow's policy: say why meanwhile
+                msg = f"cannot tear down {sky}: {exc}"[:2000]
+
+                def failed(obj: Obj, msg: str = msg) -> None:
+                    _provision_block(obj)["lastError"] = msg
+                    if inp.phase:
+                        obj.setdefault("status", {})["message"] = msg + " (retrying)"
+
+                await self._write(inp.cluster, inp.uid, failed)
+                raise
+
+        def done(obj: Obj) -> None:
+            _provision_block(obj).update(skyClusters=list(inp.groups),
+                                         nodes=sum(inp.groups.values()), eta=None)
+
+        await self._write(inp.cluster, inp.uid, done)
+        return len(inp.sky_clusters)
+
+    @activity.defn(name="cluster_usage")
+    async def cluster_usage(self, inp: UsageInput) -> UsageResult:
+        """Unfinished SkyShift replicas placed on the cluster, and jobs waiting for it to grow
+        (from the jobs' status): what decides whether a provisioned cluster is idle."""
+        count = 0
+        for obj in (await self.store.list("jobs")).items:
+            status = obj.get("status") or {}
+            if status.get("phase") in TERMINAL:
+                continue
+            placed = int((status.get("placement") or {}).get(inp.cluster) or 0)
+            counts = (status.get("replicaStatus") or {}).get(inp.cluster) or {}
+            live = sum(int(n) for s, n in counts.items() if s not in TERMINAL)
+            # a job waiting for this cluster to grow keeps it too
+            waits = f"provisioning {inp.cluster} (" in str(status.get("message") or "")
+            count += max(placed, live, int(waits))
+        return UsageResult(count)
