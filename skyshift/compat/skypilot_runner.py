@@ -132,8 +132,8 @@ def op_logs(sky: Any, sdk: Any, req: dict[str, Any]) -> Any:
 
 
 def op_cancel(sky: Any, sdk: Any, req: dict[str, Any]) -> Any:
-    sdk.get(sdk.cancel(req["cluster"], job_ids=[int(j) for j in req["job_ids"]],
-                       all_users=True))
+    # only these ids: all_users=True would cancel every job on the cluster
+    sdk.get(sdk.cancel(req["cluster"], job_ids=[int(j) for j in req["job_ids"]]))
     return {}
 
 
