@@ -146,13 +146,13 @@ class Syncer:
                 # A hanging cluster call (squeue with slurmctld down takes ~9 s) must not starve
                 # the heartbeat, or Temporal cancels the attempt and the downtime count restarts.
                 state, listing = await heartbeating(
-                    asyncio.wait_for(self._observe(), self.cfg.call_timeout), every=1.0
+                    asyncio.wait_for(self._observe(), self._call_timeout()), every=1.0
                 )
                 if not state.healthy:
                     raise Transient(state.message or "cluster reports unhealthy")
             except (Transient, TimeoutError, OSError) as exc:
                 down_since = down_since or time.monotonic()
-                if phase != "Error" and time.monotonic() - down_since >= self.cfg.lost_after:
+                if phase != "Error" and time.monotonic() - down_since >= self._lost_after():
                     return await self._lost(inp, str(exc) or type(exc).__name__)
                 await asyncio.sleep(self.cfg.interval)
                 continue
@@ -180,6 +180,16 @@ class Syncer:
             await asyncio.sleep(self.cfg.interval)
         return SyncResult(phase, "", lost)
 
+    def _call_timeout(self) -> float:
+        """The configured bound, or more for a manager whose one listing is slow by nature
+        (``sync_timeout``: SkyPilot's queue takes seconds even when all is well)."""
+        return max(self.cfg.call_timeout, float(getattr(self.ctx.manager, "sync_timeout", 0.0)))
+
+    def _lost_after(self) -> float:
+        """Unreachable for this long means lost: never less than two slow rounds."""
+        slow = float(getattr(self.ctx.manager, "sync_timeout", 0.0))
+        return max(self.cfg.lost_after, 2 * slow)
+
     async def _observe(self) -> tuple[ClusterState, list[ReplicaStatus]]:
         """Replicas first, then state: every replica listed is accounted in the allocatable we
         write, so the scheduler may drop its reservation for it once we report it seen."""
@@ -188,7 +198,7 @@ class Syncer:
         return await manager.state(), listing
 
     async def _lost(self, inp: SyncInput, why: str) -> SyncResult:
-        msg = f"cluster {inp.cluster} unreachable for more than {self.cfg.lost_after:g}s: {why}"
+        msg = f"cluster {inp.cluster} unreachable for more than {self._lost_after():g}s: {why}"
         log.warning(msg)
         await self._write_cluster(inp, "Error", msg, None)
         event = ClusterEvent(inp.cluster, "lost", msg)

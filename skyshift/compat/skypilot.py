@@ -129,6 +129,13 @@ class SkyPilotManager:
         self._shapes: dict[str, list[NodeState]] = {}
         self._shapes_at = 0.0
 
+    @property
+    def sync_timeout(self) -> float:
+        """One sync round (a `sky queue` per SkyPilot cluster, `sky status` now and then)
+        takes seconds when all is well: the skylet's sync waits this long for it, and calls
+        the cluster lost only after two such rounds (activities/sync.py)."""
+        return min(self.config.call_timeout, 60.0)
+
     # ---- ClusterManager -------------------------------------------------------------------
 
     async def connect(self) -> None:
