@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 import threading
@@ -194,16 +195,24 @@ class SkyPilotClient:
                             "scripts/install-skypilot.sh")
         account = self._account()
         limit = timeout or self.call_timeout
-        kwargs: dict[str, Any] = {}
+        argv = [str(self.python), "-c", _RUNNER.read_text()]
         if account is not None:
-            kwargs = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
-        proc = subprocess.Popen(
-            [str(self.python), "-c", _RUNNER.read_text()], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env(),
-            cwd=self.env()["HOME"], start_new_session=True, **kwargs)
+            # setpriv rather than Popen(user=...): changing ids makes Python fork instead of
+            # vfork, and a fork of this multi-threaded process runs gRPC's fork handlers, which
+            # crashed the child (SIGSEGV) while the etcd client was busy
+            argv = [_setpriv(), f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}",
+                    "--clear-groups", "--", *argv]
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                env=self.env(), cwd=self.env()["HOME"], start_new_session=True)
+        except OSError as exc:  # no process to run SkyPilot in (fork, user switch): try again
+            raise Transient(f"cannot start SkyPilot's {what or op}: {exc}") from exc
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps({"op": op, **args}).encode())
-        proc.stdin.close()
+        with contextlib.suppress(BrokenPipeError):  # it died at once: its output says why
+            proc.stdin.write(json.dumps({"op": op, **args}).encode())
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()
         timer = threading.Timer(limit, _kill_group, (proc.pid,))
         timer.start()
         answer: dict[str, Any] | None = None
@@ -237,6 +246,11 @@ class SkyPilotClient:
         if "error" in answer:
             raise classify(answer["error"], label)
         return answer.get("result")
+
+
+def _setpriv() -> str:
+    """util-linux's setpriv (Debian: always there), which switches to SkyPilot's user."""
+    return shutil.which("setpriv", path=f"{os.defpath}:/usr/bin:/bin") or "setpriv"
 
 
 def _kill_group(pid: int) -> None:
