@@ -8,4 +8,5 @@ pytest_plugins = [
     "tests.fixtures.slurm",
     "tests.fixtures.k8s",
     "tests.fixtures.auth",
+    "tests.fixtures.skypilot",
 ]

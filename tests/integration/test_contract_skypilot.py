@@ -19,7 +19,6 @@ from tests.fixtures.compat import new_job
 from tests.fixtures.skypilot import SESSION_SHAPE, SkyCluster
 from tests.integration.contract_suite import Cluster, ClusterManagerContract, ManagerFactory
 
-pytest_plugins = ["tests.fixtures.skypilot"]
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # SkyPilot calls take seconds
 
 

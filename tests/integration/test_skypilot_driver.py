@@ -14,7 +14,6 @@ from skyshift.compat.provision_types import LaunchRequest
 from skyshift.compat.skypilot_client import SkyPilotClient
 from tests.fixtures.skypilot import SESSION_SHAPE, SkyCluster, SkySlurm
 
-pytest_plugins = ["tests.fixtures.skypilot"]
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # SkyPilot calls take seconds
 
 
