@@ -1,0 +1,97 @@
+"""Issue #12 end to end, every part real: a Cluster with ``provision`` on the simulated Slurm
+cluster through SkyPilot 0.14 (the driver as the dedicated ``skyshift-sky`` user), the
+``skypilot`` cluster manager running the replicas as SkyPilot jobs, the scheduler asking the
+cluster to grow when a job waits, and deletion releasing every SkyPilot cluster and Slurm
+allocation. Etcd, the Temporal dev server and the workers are real too (the lifecycle stack).
+
+What the user checks: the Cluster goes Ready with its SkyPilot cluster in ``status.provision``;
+a 2-replica job runs there, its output readable through the cluster's manager; a job that does
+not fit waits saying "provisioning <cluster> (ETA ...)", the cluster grows by a node group and
+the job runs; deleting the Cluster leaves no SkyPilot cluster and no Slurm job behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from skyshift.activities.provision_plan import sky_name
+from skyshift.activities.types import replica_name
+from skyshift.compat.base import create_manager
+from tests.fixtures.temporal import LifecycleStack
+from tests.integration.test_provision_lifecycle import create, gone, status_where
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.integration]
+
+NAME = "pv-e2e"
+
+
+async def _message(s: LifecycleStack, job: str, words: str) -> str | None:
+    obj = await s.get("jobs", job, "default")
+    message = str(((obj or {}).get("status") or {}).get("message") or "")
+    return message if words in message else None
+
+
+def _ours(lines: list[str], names: list[str]) -> list[str]:
+    """squeue lines (``id user name state``) of the SkyPilot clusters ``names``."""
+    return [line for line in lines if any(n in line.split()[2] for n in names)]
+
+
+@pytest.mark.timeout(1800)  # two SkyPilot launches, jobs, two teardowns: minutes on 2 cores
+async def test_provisioned_cluster_runs_jobs_grows_and_is_released(
+    lifecycle_stack: LifecycleStack, sky_slurm: Any, sky_client: Any,
+) -> None:
+    s = lifecycle_stack
+    s.start_in_process()
+    started = time.monotonic()
+    c = await create(s, NAME, infra=sky_slurm.infra, cpus=2, memory="2G",
+                     nodes={"min": 1, "max": 2})
+    uid = c["metadata"]["uid"]
+    sky0, sky1 = sky_name(NAME, uid, 0), sky_name(NAME, uid, 1)
+    try:
+        ready = await s.cluster_phase(NAME, "Ready", timeout=600)
+        print(f"time to Ready: {time.monotonic() - started:.1f} s")
+        block = ready["status"]["provision"]
+        assert block["skyClusters"] == [sky0] and block["nodes"] == 1, block
+        assert _ours(sky_slurm.squeue(), [sky0]), sky_slurm.squeue()
+
+        # a 2-replica job runs on it, as SkyPilot jobs, and says what it printed
+        pair = await s.submit("pair", "echo rank $SKYSHIFT_RANK of $SKYSHIFT_JOB on skypilot",
+                              replicas=2, cpus=1, restartPolicy="Never")
+        done = await s.job_phase("pair", "Succeeded", timeout=300)
+        assert done["status"]["placement"] == {NAME: 2}
+        assert done["status"]["replicaStatus"][NAME]["Succeeded"] == 2
+        manager = create_manager(NAME, "skypilot", {"sky_clusters": block["skyClusters"]})
+        await manager.connect()
+        try:
+            for rank in range(2):
+                replica = replica_name("pair", pair["metadata"]["uid"], rank)
+                assert f"rank {rank} of pair on skypilot" in await manager.logs(replica)
+        finally:
+            await manager.close()
+
+        # the node group's 2 CPUs held by one job; the next one waits for a new group
+        await s.submit("hold", "sleep 600", cpus=2, restartPolicy="Never")
+        await s.job_phase("hold", "Running", timeout=300)
+        await s.submit("more", "echo grown", cpus=2, restartPolicy="Never")
+        pending = await s.wait("the pending reason", lambda: _message(
+            s, "more", f"provisioning {NAME}"), timeout=120)
+        assert "ETA" in pending
+        grown = await s.job_phase("more", "Succeeded", timeout=600)
+        assert grown["status"]["placement"] == {NAME: 1}
+        cluster = await status_where(s, NAME, "two node groups", lambda st: st.get(
+            "provision", {}).get("skyClusters") == [sky0, sky1], timeout=60)
+        assert cluster["status"]["provision"]["nodes"] == 2
+        assert len(_ours(sky_slurm.squeue(), [sky0, sky1])) == 2, sky_slurm.squeue()
+    finally:
+        await s.delete("clusters", NAME)
+        await gone(s, NAME, timeout=600)
+    # nothing left: neither SkyPilot cluster, nor their Slurm allocations
+    deadline = time.monotonic() + 60
+    while _ours(sky_slurm.squeue(), [sky0, sky1]) and time.monotonic() < deadline:
+        await asyncio.sleep(1)
+    assert _ours(sky_slurm.squeue(), [sky0, sky1]) == [], sky_slurm.squeue()
+    assert [sky_client.status(n).state for n in (sky0, sky1)] == ["ABSENT", "ABSENT"]
