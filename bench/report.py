@@ -345,6 +345,14 @@ def lifecycle_targets(d: dict[str, Any]) -> str:
     return text
 
 
+PROVISION_LEAD = (
+    "A provisioned cluster (1 node, 2 CPUs, 2 GB) on the SkyPilot test bed (SkyPilot 0.14 on "
+    "the simulated Slurm cluster): SkyShift from POST of the Cluster to Ready against `sky "
+    "launch` of the same shape straight (same driver, same user); jobs (`true`, 1 CPU) one at a "
+    "time from POST to Succeeded against `sky exec` until `sky queue` says SUCCEEDED; teardown. "
+    "One run; `load_avg_1m` is the machine's load when it ended.\n\n"
+)
+
 RAY_LEAD = (
     "Submit -> Running of one job at a time on one Ray head (`ray start --head`, 2 CPUs), "
     "through SkyShift (POST to `status.phase == Running`) against `JobSubmissionClient` "
@@ -444,8 +452,10 @@ def main() -> int:
                                         k8s_target(benches["k8s_scale"])))
     if "ray_jobs" in benches:
         sections.append(section_generic("ray_jobs", benches["ray_jobs"], [], RAY_LEAD))
+    if "provision" in benches:
+        sections.append(section_generic("provision", benches["provision"], [], PROVISION_LEAD))
     known = {"api", "api_sweep", "store_ops", "scheduler", "lifecycle", "slurm", "k8s_scale",
-             "ray_jobs"}
+             "ray_jobs", "provision"}
     for name in sorted(set(benches) - known):
         sections.append(section_generic(name, benches[name], []))
     absent = [n for n in ("lifecycle", "slurm", "k8s_scale") if n not in benches]
