@@ -131,11 +131,13 @@ async def through_skyshift(api: AsyncSkyShiftClient, bed: SkySlurm,
 
 
 async def run(args: argparse.Namespace, bed: SkySlurm) -> dict[str, Any]:
+    client = SkyPilotClient(user=bed.user)
+    # SkyPilot's API server starts with the first call (about 20 s): neither side pays for it
+    await asyncio.to_thread(client.check, [bed.infra.split("/")[0]])
     with stack(args.spawn) as (url, home):
         async with AsyncSkyShiftClient(url, token=token_for(url, home), namespace="default",
                                        timeout=120) as api:
             ours = await through_skyshift(api, bed, args.jobs)
-    client = SkyPilotClient(user=bed.user)
     theirs = await asyncio.to_thread(straight, bed, client, args.jobs)
     stop_api_server(client)
     result = {
