@@ -248,19 +248,6 @@ class RayManager:
         raise Unsupported(f"Ray jobs have no exec (cluster {self.name}); run the command as "
                           "part of the job, or read its output with logs")
 
-    # ---- services (Ray has none) ----------------------------------------------------------
-
-    async def apply_service(self, spec: Any) -> Any:
-        """Unsupported: the Jobs API has no services (see ``compat.services``)."""
-        from skyshift.compat.services import unsupported
-
-        raise unsupported(self.manager)
-
-    async def delete_service(self, namespace: str, name: str) -> None:
-        from skyshift.compat.services import unsupported
-
-        raise unsupported(self.manager)
-
     # ---- helpers --------------------------------------------------------------------------
 
     async def _call(self, what: str, fn: Callable[[], T]) -> T:

@@ -25,6 +25,8 @@ _WHY = {
     "slurm": "Slurm clusters have no services",
     "local": "this local cluster has no services",
     "ray": "Ray clusters have no services (the Jobs API runs batch entrypoints)",
+    "skypilot": "provisioned SkyPilot clusters have no services here (replicas are SkyPilot "
+                "jobs)",
 }
 
 

@@ -220,17 +220,6 @@ class SkyPilotManager:
         raise Unsupported(f"SkyPilot jobs have no exec (cluster {self.name}): `sky exec` starts "
                           "a new job; run the command as part of the job, or read its logs")
 
-    async def apply_service(self, spec: Any) -> Any:
-        """Unsupported: provisioned SkyPilot clusters carry no services here."""
-        from skyshift.compat.services import unsupported
-
-        raise unsupported(self.manager)
-
-    async def delete_service(self, namespace: str, name: str) -> None:
-        from skyshift.compat.services import unsupported
-
-        raise unsupported(self.manager)
-
     # ---- helpers --------------------------------------------------------------------------
 
     async def _call(self, fn: Callable[[], T]) -> T:
