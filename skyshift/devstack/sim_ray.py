@@ -130,7 +130,11 @@ def run_as_user(home: Path, progress: Progress | None = None) -> str:
     check = subprocess.run(
         ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups", "--",
          sys.executable, "-c",
-         "import os, sys, ray; sys.exit(0 if os.access(sys.argv[1], os.X_OK) else 3)",
+         # Ray's head starts its workers with sys.executable: that must run too (a venv
+         # whose base interpreter sits in a home the user cannot enter imports ray, then
+         # fails there with EACCES)
+         "import os, subprocess, sys, ray; subprocess.run([sys.executable, '-c', ''], "
+         "check=True); sys.exit(0 if os.access(sys.argv[1], os.X_OK) else 3)",
          str(home)],
         capture_output=True, text=True, cwd="/", timeout=120,
         env={"PATH": os.environ.get("PATH", os.defpath)},
