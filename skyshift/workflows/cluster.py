@@ -134,6 +134,7 @@ class ClusterWorkflow(ProvisionedLifecycle):
             start_to_close_timeout=timedelta(seconds=inp.sync_duration + 60),
             heartbeat_timeout=timedelta(seconds=inp.heartbeat_timeout),
             retry_policy=SKYLET_RETRY,
+            # deletion waits for the sync to stop, so teardown never races a sync round
             cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         ))
 
@@ -159,15 +160,7 @@ class ClusterWorkflow(ProvisionedLifecycle):
 
     async def _sync(self) -> SyncResult | None:
         inp = self.inp
-        task = asyncio.create_task(workflow.execute_activity(
-            "sync_cluster", SyncInput(inp.name, inp.uid, self.phase, self.lost, inp.sync_duration),
-            result_type=SyncResult, task_queue=skylet_queue(inp.name),
-            start_to_close_timeout=timedelta(seconds=inp.sync_duration + 60),
-            heartbeat_timeout=timedelta(seconds=inp.heartbeat_timeout),
-            retry_policy=SKYLET_RETRY,
-            # deletion waits for the sync to stop, so teardown never races a sync round
-            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-        ))
+        task = self._start_sync()
         await workflow.wait_condition(lambda: task.done() or self.deleting)
         if not task.done():
             task.cancel()
