@@ -43,8 +43,9 @@ async def enable_auth(endpoints: str, credentials: EtcdCredentials, timeout: flo
         await _call(stub.RoleAdd(rpc.AuthRoleAddRequest(name=ROOT), timeout=timeout),
                     ok="role name already exists")  # fmt: skip
         added = await _call(
-            stub.UserAdd(rpc.AuthUserAddRequest(name=ROOT, password=credentials.password),
-                         timeout=timeout),
+            stub.UserAdd(
+                rpc.AuthUserAddRequest(name=ROOT, password=credentials.password), timeout=timeout
+            ),
             ok="user name already exists",
         )
         if not added:  # left by an earlier attempt, maybe with another password: ours wins

@@ -48,6 +48,7 @@ from skyshift.store.errors import (
     TooLarge,
     Unavailable,
 )
+from skyshift.store.etcdwatch import EtcdWatch
 from skyshift.store.listing import ListResult, list_objects
 from skyshift.store.selectors import Selector, parse_selector
 from skyshift.store.transport import (
@@ -130,7 +131,7 @@ class ObjectStore:
     async def _watch_client(self) -> aetcd.Client:
         """The client to open a watch on. With auth, a read first proves the token is current
         (logging in again if not): etcd answers a watch made with a stale token by cancelling it,
-        which aetcd never reports, so the watch would wait forever."""
+        and the watch would only retry with the same token until it gave up."""
         if self._conn.authenticated:
             await self.revision()
         return await self._ready()
@@ -232,22 +233,21 @@ class ObjectStore:
         """
         client = await self._ready()
         probe = f"{self.prefix}/\0compaction-probe".encode()
+        what = "read compacted revision"
         watch = None
-        try:
-            watch = await client.watch(probe, start_revision=1)
+        try:  # etcd confirms the watch first, then cancels it with the compact revision
+            watch = await EtcdWatch.open(client, what, probe, None, 1, self.timeout)
             async with asyncio.timeout(min(self.timeout, 1.0)):
-                async for _ in watch:
-                    break
-        except aetcd.RevisionCompactedError as exc:
-            return int(exc.compacted_revision)
+                await watch.next()
+        except Expired as exc:
+            return exc.compact_revision
         except TimeoutError:
             return 0
         except Exception as exc:
-            raise translate(exc, "read compacted revision", self.timeout) from exc
+            raise translate(exc, what, self.timeout) from exc
         finally:
             if watch is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(watch.cancel(), 1.0)
+                watch.cancel()
         return 0
 
     def watch(
@@ -326,9 +326,7 @@ class ObjectStore:
         prev = resp.responses[0].response_delete_range.prev_kvs[0]
         return decode(prev.value, resp.header.revision)
 
-    async def delete_from(
-        self, plural: str, first_name: str, namespace: str | None = None
-    ) -> int:
+    async def delete_from(self, plural: str, first_name: str, namespace: str | None = None) -> int:
         """Remove every object of ``plural`` (in ``namespace``) whose name sorts at or after
         ``first_name``, in one request; returns how many were removed. For records named so that
         key order is age order (the audit trail), this is how old ones are pruned."""

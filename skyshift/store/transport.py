@@ -1,6 +1,7 @@
 """The aetcd connection under the store, and the one place gRPC errors become store errors.
 
-aetcd owns the gRPC channel, its stubs and the shared watch stream; this module decides how the
+aetcd owns the gRPC channel and its stubs (watches open their own streams on it, see
+:mod:`skyshift.store.etcdwatch`); this module decides how the
 channel behaves (unbounded receive size for big lists, fast reconnects after an etcd restart,
 keepalive so a silently dead peer breaks watches) and how long an operation may wait for etcd
 before the caller gets :class:`Unavailable`. Nothing outside ``skyshift.store`` sees aetcd/grpc.

@@ -2,7 +2,8 @@
 
 Controllers and the API's watch endpoint must see every change exactly once and in order, even
 across an etcd restart; etcd's own watch stream simply breaks. This module re-opens it from the
-last delivered revision, turns etcd PUT/DELETE events (with ``prev_kv``) into ADDED / MODIFIED /
+last delivered revision (each watch on a stream of its own, :mod:`skyshift.store.etcdwatch`),
+turns etcd PUT/DELETE events (with ``prev_kv``) into ADDED / MODIFIED /
 DELETED, applies label selectors the way Kubernetes does (an object leaving the selector is a
 DELETED), and reports compaction as :class:`Expired`.
 """
@@ -10,14 +11,16 @@ DELETED), and reports compaction as :class:`Expired`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from aetcd import rpc
+
 from skyshift.store.codec import decode, labels_of
 from skyshift.store.errors import Expired, StoreError, Unavailable
+from skyshift.store.etcdwatch import EtcdWatch
 from skyshift.store.selectors import Selector
 from skyshift.store.transport import translate
 
@@ -46,12 +49,12 @@ def _stub(key: bytes, prefix: str, revision: int) -> dict[str, Any]:
 
 
 def convert(event: Any, selector: Selector, prefix: str) -> WatchEvent | None:
-    """One aetcd event as a WatchEvent, or None when the selector hides it."""
+    """One etcd event (``mvccpb.Event``) as a WatchEvent, or None when the selector hides it."""
     kv = event.kv
     revision = int(kv.mod_revision)
-    # aetcd hands over an empty KeyValue (version 0) instead of None when there is no prev_kv.
-    prev = event.prev_kv if event.prev_kv is not None and event.prev_kv.version > 0 else None
-    if event.kind != "PUT":
+    # protobuf hands over an empty KeyValue (version 0) when there is no prev_kv.
+    prev = event.prev_kv if event.prev_kv.version > 0 else None
+    if event.type != rpc.Event.PUT:
         obj = decode(prev.value, revision) if prev is not None else _stub(kv.key, prefix, revision)
         if prev is not None and not selector.matches(labels_of(obj)):
             return None
@@ -72,11 +75,6 @@ def convert(event: Any, selector: Selector, prefix: str) -> WatchEvent | None:
     return WatchEvent("DELETED", obj, revision) if was_in else None
 
 
-async def _cancel(watch: Any) -> None:
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(watch.cancel(), 1.0)
-
-
 async def watch_stream(
     store: ObjectStore,
     what: str,
@@ -92,12 +90,10 @@ async def watch_stream(
     delay = 0.05
     while True:
         err: StoreError | None = None
-        watch = None
+        watch: EtcdWatch | None = None
         try:
             client = await store._watch_client()
-            watch = await client.watch(
-                key, range_end=range_end, start_revision=last + 1, prev_kv=True
-            )
+            watch = await EtcdWatch.open(client, what, key, range_end, last + 1, store.timeout)
         except Exception as exc:
             err = translate(exc, what, store.timeout)
         if watch is not None:
@@ -105,22 +101,22 @@ async def watch_stream(
                 log.info("%s: resumed after revision %d", what, last)
             give_up_at, delay = None, 0.05
             try:
-                events = watch.__aiter__()
                 while True:
                     try:
-                        event = await events.__anext__()
-                    except StopAsyncIteration:  # aetcd ends the stream when the client closes
-                        err = None if store.closed else Unavailable(f"{what}: stream ended")
-                        break
+                        batch = await watch.next()
                     except Exception as exc:
                         err = translate(exc, what, store.timeout)
                         break
-                    last = int(event.kv.mod_revision)
-                    out = convert(event, selector, store.prefix)
-                    if out is not None:
-                        yield out
+                    if batch is None:  # the stream ended: the client was closed or replaced
+                        err = None if store.closed else Unavailable(f"{what}: stream ended")
+                        break
+                    for event in batch:
+                        last = int(event.kv.mod_revision)
+                        out = convert(event, selector, store.prefix)
+                        if out is not None:
+                            yield out
             finally:
-                await _cancel(watch)
+                watch.cancel()
         if store.closed:
             return
         if isinstance(err, Expired):

@@ -251,6 +251,8 @@ class ResumingWatcher:
                     if label not in self.first_event_after and now >= t:
                         self.first_event_after[label] = now
                 meta = ev.object["metadata"]
+                if self.namespace is not None and meta.get("namespace") != self.namespace:
+                    self.errors.append(f"event of namespace {meta.get('namespace')}: {meta}")
                 note = (meta.get("annotations") or {}).get(self.note_key) if self.note_key else None
                 self.events.append(Seen(ev.type, meta["name"], rv, note))
                 self.rv = str(rv)

@@ -114,6 +114,8 @@ async def short_watch(c: httpx.AsyncClient, t: Tally, ns: str) -> None:
             rv = int(ev["object"]["metadata"]["resourceVersion"])
             if ev["type"] == "ERROR" or rv <= last:
                 t.problems.append(f"watch {ns}: bad event after {last}: {line[:200]}")
+            elif ev["object"]["metadata"].get("namespace") != ns:
+                t.problems.append(f"watch {ns}: event of another namespace: {line[:200]}")
             last = rv
             t.watch_events += 1
     if time.monotonic() - t0 > 10:
@@ -230,6 +232,8 @@ async def test_twenty_clients_no_5xx_no_lost_update(
           f"short-watch events {t.watch_events}")
 
     assert not t.problems, t.problems[:10]
+    misrouted = [e for w in watchers for e in w.errors if e.startswith("event of namespace")]
+    assert not misrouted, misrouted[:5]
     assert five_xx == 0
     assert duplicates == 0
     for key, n in t.increments.items():

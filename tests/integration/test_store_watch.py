@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -257,3 +258,50 @@ async def test_watch_survives_kill_and_gives_up_when_etcd_stays_down(
     # timeout 1s x 3 attempts, plus the last attempt in flight
     assert 2.5 < loop.time() - started < 8
     await watcher.close()
+
+
+async def test_watches_opened_while_etcd_stalls_each_see_only_their_own_range(
+    etcd_factory: Callable[[], EtcdServer],
+) -> None:
+    """etcd answers watch creations late (a stalled process, a loaded machine): every watch must
+    still get its own key range. aetcd's shared watch stream paired a late "created" answer with
+    whichever watch was being opened next, so a watch on one namespace delivered another's."""
+    server = etcd_factory()
+    prefix = f"/t-{uuid.uuid4().hex[:8]}"
+    watcher = ObjectStore(server.endpoint, prefix=prefix, timeout=0.5)
+    writer = await _writer_store(server, prefix)
+    await watcher.connect()
+    start = await writer.revision()
+    namespaces = [f"ns{i}" for i in range(6)]
+    seen: dict[str, list[WatchEvent]] = {ns: [] for ns in namespaces}
+
+    async def consume(ns: str) -> None:
+        async for ev in watcher.watch("jobs", ns, from_revision=start):
+            seen[ns].append(ev)
+
+    assert server.proc is not None
+    consumers: list[asyncio.Task[None]] = []
+    server.proc.send_signal(signal.SIGSTOP)
+    try:
+        for ns in namespaces:  # opened one by one while etcd does not answer: creations time out
+            consumers.append(asyncio.create_task(consume(ns)))
+            await asyncio.sleep(0.3)
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+    try:
+        for ns in namespaces:
+            await writer.create("jobs", obj(f"in-{ns}", ns))
+        async with asyncio.timeout(15):
+            while any(not seen[ns] for ns in namespaces):
+                await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)  # anything misrouted arrives too
+        for ns in namespaces:
+            assert [(e.object["metadata"]["namespace"], *summary([e])[0]) for e in seen[ns]] == [
+                (ns, "ADDED", f"in-{ns}")
+            ]
+    finally:
+        for t in consumers:
+            t.cancel()
+        await asyncio.gather(*consumers, return_exceptions=True)
+        await watcher.close()
+        await writer.close()
