@@ -36,8 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._util import write_result
 from bench.lifecycle import NS, Bench, stop_replicas
-from skyshift.activities.types import skylet_queue, uid8
 from skyshift.config import Settings
+from skyshift.contract.jobs import uid8
+from skyshift.contract.names import skylet_queue
 from skyshift.store import ObjectStore
 
 

@@ -29,8 +29,11 @@ from temporalio.service import RPCError, RPCStatusCode
 from skyshift.activities.convert import counts_of, merge_counts
 from skyshift.activities.envs import filled, needs_values
 from skyshift.activities.store import update_status
-from skyshift.activities.types import (
-    SIG_CLUSTER,
+from skyshift.compat.base import ClusterManager
+from skyshift.compat.errors import CompatError, NotFound, Permanent, Transient
+from skyshift.compat.types import ReplicaSpec, ReplicaStatus
+from skyshift.contract import activity_names as act
+from skyshift.contract.jobs import (
     ClusterEvent,
     DeleteReplicasInput,
     DeleteReplicasResult,
@@ -42,11 +45,8 @@ from skyshift.activities.types import (
     SubmitResult,
     TeardownInput,
     TeardownResult,
-    job_workflow_id,
 )
-from skyshift.compat.base import ClusterManager
-from skyshift.compat.errors import CompatError, NotFound, Permanent, Transient
-from skyshift.compat.types import ReplicaSpec, ReplicaStatus
+from skyshift.contract.names import SIG_CLUSTER, job_workflow_id
 from skyshift.store import NotFound as StoreNotFound
 from skyshift.store import ObjectStore
 
@@ -210,7 +210,7 @@ class SkyletActivities:
 
         await update_status(self.store, "jobs", job, namespace, mutate)
 
-    @activity.defn(name="submit_replicas")
+    @activity.defn(name=act.SUBMIT_REPLICAS)
     async def submit_replicas(self, inp: SubmitInput) -> SubmitResult:
         """Create the replicas (idempotent by name; a higher attempt replaces the old one) and
         write the job's counts here, moving it to Running once all replicas have started."""
@@ -222,7 +222,7 @@ class SkyletActivities:
         await self.write_counts(inp.job.namespace, inp.job.name, inp.job.uid)
         return SubmitResult([update_of(r) for r in statuses])
 
-    @activity.defn(name="delete_replicas")
+    @activity.defn(name=act.DELETE_REPLICAS)
     async def delete_replicas(self, inp: DeleteReplicasInput) -> DeleteReplicasResult:
         with compat_errors():
             manager = await self.ctx.connect()
@@ -238,7 +238,7 @@ class SkyletActivities:
             await self.write_counts(namespace, job, uid)
         return DeleteReplicasResult(deleted)
 
-    @activity.defn(name="teardown_cluster")
+    @activity.defn(name=act.TEARDOWN_CLUSTER)
     async def teardown_cluster(self, inp: TeardownInput) -> TeardownResult:
         """Cluster deletion: remove every SkyShift replica here, then tell the jobs that had
         unfinished ones so they move elsewhere."""
@@ -260,7 +260,7 @@ class SkyletActivities:
         told = await signal_all(self.client, dict.fromkeys(sorted(affected), event), SIG_CLUSTER)
         return TeardownResult(told, len(listing), f"deleted {len(listing)} replicas")
 
-    @activity.defn(name="replica_op")
+    @activity.defn(name=act.REPLICA_OP)
     async def replica_op(self, inp: ReplicaOpInput) -> ReplicaOpResult:
         """Logs of the named replicas that live here, or exec in the first one."""
         out = ReplicaOpResult()

@@ -14,15 +14,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from skyshift.activities.envs import redact
-from skyshift.activities.pipeline_types import OWNER_ANNOTATION
-from skyshift.activities.provision_plan import ProvisionState, plan_of
-from skyshift.activities.types import (
-    ClusterInput,
-    JobConfig,
-    JobInput,
-    JobTemplate,
-    ReplicaUpdate,
-)
+from skyshift.contract.jobs import ClusterInput, JobConfig, JobInput, JobTemplate, ReplicaUpdate
+from skyshift.contract.pipelines import OWNER_ANNOTATION
+from skyshift.contract.provision import ProvisionState, plan_of
 from skyshift.models.job import Job
 from skyshift.models.meta import now_iso
 from skyshift.models.quantity import Resources

@@ -15,14 +15,9 @@ from typing import Any
 
 from temporalio import activity
 
-from skyshift.activities.link_types import (
-    LinkRef,
-    LinkStatusPatch,
-    LinkView,
-    ProbeInput,
-    ProbeResult,
-)
 from skyshift.activities.store import uid_of, update_status
+from skyshift.contract import activity_names as act
+from skyshift.contract.links import LinkRef, LinkStatusPatch, LinkView, ProbeInput, ProbeResult
 from skyshift.models.meta import now_iso
 from skyshift.store import NotFound, ObjectStore
 
@@ -65,7 +60,7 @@ class LinkActivities:
         except NotFound:
             return None
 
-    @activity.defn(name="view_link")
+    @activity.defn(name=act.VIEW_LINK)
     async def view_link(self, ref: LinkRef) -> LinkView:
         link = await self._get("links", ref.name)
         if link is None or uid_of(link) != ref.uid:
@@ -86,7 +81,7 @@ class LinkActivities:
                 break
         return view
 
-    @activity.defn(name="write_link_status")
+    @activity.defn(name=act.WRITE_LINK_STATUS)
     async def write_link_status(self, patch: LinkStatusPatch) -> bool:
         def mutate(obj: Obj) -> Obj | None:
             if uid_of(obj) != patch.uid:
@@ -107,6 +102,6 @@ class LinkActivities:
 class ProbeActivities:
     """On every cluster's task queue: can this side open a TCP connection to there?"""
 
-    @activity.defn(name="probe_tcp")
+    @activity.defn(name=act.PROBE_TCP)
     async def probe_tcp(self, inp: ProbeInput) -> ProbeResult:
         return await probe(inp.address, inp.port, inp.timeout)

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from skyshift.activities.convert import validation_summary
-from skyshift.activities.pipeline_types import (
+from skyshift.contract.pipelines import (
     OWNER_ANNOTATION,
     OWNER_UID_ANNOTATION,
     PIPELINE_LABEL,

@@ -16,7 +16,9 @@ from temporalio.client import Client
 
 from skyshift.activities import spawn
 from skyshift.activities.pipeline_convert import step_job
-from skyshift.activities.pipeline_types import (
+from skyshift.activities.store import uid_of, update_status
+from skyshift.contract import activity_names as act
+from skyshift.contract.pipelines import (
     OWNER_UID_ANNOTATION,
     DeleteOwnedInput,
     JobEnd,
@@ -28,7 +30,6 @@ from skyshift.activities.pipeline_types import (
     StartStepInput,
     StartStepResult,
 )
-from skyshift.activities.store import uid_of, update_status
 from skyshift.models.meta import now_iso
 from skyshift.store import NotFound, ObjectStore
 from skyshift.store.errors import AlreadyExists
@@ -103,7 +104,7 @@ class PipelineActivities:
         self.store = store
         self.client = client
 
-    @activity.defn(name="start_step")
+    @activity.defn(name=act.START_STEP)
     async def start_step(self, inp: StartStepInput) -> StartStepResult:
         try:
             pipeline = await self.store.get("pipelines", inp.pipeline, inp.namespace)
@@ -129,7 +130,7 @@ class PipelineActivities:
             created = existing
         return StartStepResult(job=name, job_uid=uid_of(created))
 
-    @activity.defn(name="read_step_jobs")
+    @activity.defn(name=act.READ_STEP_JOBS)
     async def read_step_jobs(self, inp: ReadJobsInput) -> ReadJobsResult:
         out = ReadJobsResult()
         for name, uid in inp.jobs.items():
@@ -140,18 +141,18 @@ class PipelineActivities:
             out.jobs[name] = job_end(obj, uid)
         return out
 
-    @activity.defn(name="delete_owned")
+    @activity.defn(name=act.DELETE_OWNED)
     async def delete_owned(self, inp: DeleteOwnedInput) -> int:
         return await delete_owned(self.store, self.client, inp)
 
-    @activity.defn(name="write_pipeline_status")
+    @activity.defn(name=act.WRITE_PIPELINE_STATUS)
     async def write_pipeline_status(self, patch: PipelineStatusPatch) -> bool:
         return await update_status(
             self.store, "pipelines", patch.name, patch.namespace,
             lambda o: apply_pipeline_patch(o, patch),
         )
 
-    @activity.defn(name="read_pipeline")
+    @activity.defn(name=act.READ_PIPELINE)
     async def read_pipeline(self, inp: ReadPipelineInput) -> ReadPipelineResult:
         try:
             obj = await self.store.get("pipelines", inp.name, inp.namespace)

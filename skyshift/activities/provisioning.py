@@ -29,7 +29,11 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from skyshift.activities.provision_plan import (
+from skyshift.activities.store import uid_of, update_status
+from skyshift.compat.errors import CompatError, Transient
+from skyshift.compat.provision_types import Capacity, Provisioner
+from skyshift.contract import activity_names as act
+from skyshift.contract.provision import (
     DownInput,
     LaunchInput,
     LaunchResult,
@@ -38,9 +42,6 @@ from skyshift.activities.provision_plan import (
     expected_seconds,
     launch_request,
 )
-from skyshift.activities.store import uid_of, update_status
-from skyshift.compat.errors import CompatError, Transient
-from skyshift.compat.provision_types import Capacity, Provisioner
 from skyshift.store import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -153,7 +154,7 @@ class ProvisioningActivities:
             with contextlib.suppress(Exception):  # progress is best effort
                 await self._write(name, uid, progress)
 
-    @activity.defn(name="provision_cluster")
+    @activity.defn(name=act.PROVISION_CLUSTER)
     async def provision_cluster(self, inp: LaunchInput) -> LaunchResult:
         """Launch (or adopt) one SkyPilot cluster of the Cluster; UP when it returns."""
         attempt = activity.info().attempt
@@ -196,7 +197,7 @@ class ProvisioningActivities:
         await self._write(inp.cluster, inp.uid, launched)
         return LaunchResult(inp.sky_cluster, nodes, attempt)
 
-    @activity.defn(name="unprovision_cluster")
+    @activity.defn(name=act.UNPROVISION_CLUSTER)
     async def unprovision_cluster(self, inp: DownInput) -> int:
         """Tear down the named SkyPilot clusters (absent ones are fine); returns how many."""
 
@@ -226,7 +227,7 @@ class ProvisioningActivities:
         await self._write(inp.cluster, inp.uid, done)
         return len(inp.sky_clusters)
 
-    @activity.defn(name="cluster_usage")
+    @activity.defn(name=act.CLUSTER_USAGE)
     async def cluster_usage(self, inp: UsageInput) -> UsageResult:
         """Unfinished SkyShift replicas placed on the cluster, and jobs waiting for it to grow
         (from the jobs' status): what decides whether a provisioned cluster is idle."""

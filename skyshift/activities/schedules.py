@@ -33,7 +33,17 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift.activities import spawn, starter
-from skyshift.activities.pipeline_types import (
+from skyshift.activities.pipelines import TERMINAL, delete_owned, owned_by
+from skyshift.activities.store import uid_of, update_status
+from skyshift.contract import activity_names as act
+from skyshift.contract.names import (
+    CONTROL_QUEUE,
+    KIND,
+    NAMESPACE,
+    WF_SCHEDULED_RUN,
+    schedule_workflow_id,
+)
+from skyshift.contract.pipelines import (
     OWNER_ANNOTATION,
     OWNER_UID_ANNOTATION,
     SCHEDULE_LABEL,
@@ -47,11 +57,7 @@ from skyshift.activities.pipeline_types import (
     StartRunInput,
     SyncScheduleResult,
     schedule_run_prefix,
-    schedule_workflow_id,
 )
-from skyshift.activities.pipelines import TERMINAL, delete_owned, owned_by
-from skyshift.activities.store import uid_of, update_status
-from skyshift.activities.types import CONTROL_QUEUE, KIND, NAMESPACE
 from skyshift.models.schedule import Schedule as ScheduleModel
 from skyshift.models.schedule import parse_duration
 from skyshift.store import NotFound, ObjectStore
@@ -79,7 +85,7 @@ def temporal_schedule(model: ScheduleModel) -> Schedule:
         time_zone_name=spec.timezone,
     )
     action = ScheduleActionStartWorkflow(
-        "ScheduledRunWorkflow", RunInput(ns, meta.name, meta.uid or ""),
+        WF_SCHEDULED_RUN, RunInput(ns, meta.name, meta.uid or ""),
         id=schedule_run_prefix(ns, meta.name), task_queue=CONTROL_QUEUE,
         typed_search_attributes=TypedSearchAttributes(
             [SearchAttributePair(KIND, "ScheduledRun"), SearchAttributePair(NAMESPACE, ns)]
@@ -156,7 +162,7 @@ class ScheduleActivities:
 
         await update_status(self.store, "schedules", ref.name, ref.namespace, mutate)
 
-    @activity.defn(name="sync_schedule")
+    @activity.defn(name=act.SYNC_SCHEDULE)
     async def sync_schedule(self, ref: ScheduleRef) -> SyncScheduleResult:
         obj = await self._read(ref)
         if obj is None:
@@ -194,7 +200,7 @@ class ScheduleActivities:
                            workflowId=wf_id, nextRunTimes=[] if model.spec.suspend else upcoming)
         return SyncScheduleResult(found=True)
 
-    @activity.defn(name="drop_schedule")
+    @activity.defn(name=act.DROP_SCHEDULE)
     async def drop_schedule(self, ref: ScheduleRef) -> None:
         """Delete the Temporal Schedule and every run this schedule created."""
         try:
@@ -207,7 +213,7 @@ class ScheduleActivities:
             await delete_owned(self.store, self.client, DeleteOwnedInput(
                 ref.namespace, ref.uid, SCHEDULE_LABEL, ref.name, plural=plural))
 
-    @activity.defn(name="start_run")
+    @activity.defn(name=act.START_RUN)
     async def start_run(self, inp: StartRunInput) -> RunRef:
         obj = await self._read(inp)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
@@ -263,7 +269,7 @@ class ScheduleActivities:
             and (o.get("status") or {}).get("phase") not in (*TERMINAL, "Cancelled")
         )
 
-    @activity.defn(name="read_run")
+    @activity.defn(name=act.READ_RUN)
     async def read_run(self, inp: ScheduleRunLook) -> ReadRunResult:
         try:
             obj = await self.store.get(PLURAL[inp.kind], inp.name, inp.namespace)
@@ -277,7 +283,7 @@ class ScheduleActivities:
             return ReadRunResult(phase, str(status.get("message") or ""))
         return ReadRunResult()
 
-    @activity.defn(name="stop_run")
+    @activity.defn(name=act.STOP_RUN)
     async def stop_run(self, inp: ScheduleRunLook) -> None:
         """The run was cancelled (overlap policy CancelOther): delete its Job, or cancel its
         Pipeline (which keeps its record)."""

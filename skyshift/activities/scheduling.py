@@ -25,14 +25,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift.activities.clusters import heartbeating
 from skyshift.activities.convert import nodes_from_status, queue_from_status
-from skyshift.activities.provision_plan import SIG_SCALE, ScaleRequest, expected_seconds
 from skyshift.activities.store import uid_of, update_status
-from skyshift.activities.types import (
-    CONTROL_QUEUE,
-    SCHEDULER_ID,
-    SIG_DEQUEUE,
-    SIG_ENQUEUE,
-    SIG_PLACED,
+from skyshift.contract import activity_names as act
+from skyshift.contract.jobs import (
     DequeueRequest,
     EnqueueRequest,
     PlaceBatchInput,
@@ -42,8 +37,18 @@ from skyshift.activities.types import (
     QueueEntry,
     Reservation,
     SchedulerInput,
+)
+from skyshift.contract.names import (
+    CONTROL_QUEUE,
+    SCHEDULER_ID,
+    SIG_DEQUEUE,
+    SIG_ENQUEUE,
+    SIG_PLACED,
+    SIG_SCALE,
+    WF_SCHEDULER,
     cluster_workflow_id,
 )
+from skyshift.contract.provision import ScaleRequest, expected_seconds
 from skyshift.metrics import PLACEMENT_LATENCY
 from skyshift.models.quantity import Resources
 from skyshift.scheduler import schedule_batch
@@ -205,15 +210,15 @@ class SchedulingActivities:
         self.store = store
         self.client = client
 
-    @activity.defn(name="enqueue_job")
+    @activity.defn(name=act.ENQUEUE_JOB)
     async def enqueue_job(self, req: EnqueueRequest) -> None:
         """Signal-with-start the scheduler: it exists after this, with the job queued."""
         await self.client.start_workflow(
-            "SchedulerWorkflow", SchedulerInput(), id=SCHEDULER_ID, task_queue=CONTROL_QUEUE,
+            WF_SCHEDULER, SchedulerInput(), id=SCHEDULER_ID, task_queue=CONTROL_QUEUE,
             start_signal=SIG_ENQUEUE, start_signal_args=[req],
         )
 
-    @activity.defn(name="dequeue_job")
+    @activity.defn(name=act.DEQUEUE_JOB)
     async def dequeue_job(self, req: DequeueRequest) -> None:
         try:
             await self.client.get_workflow_handle(SCHEDULER_ID).signal(SIG_DEQUEUE, req)
@@ -221,7 +226,7 @@ class SchedulingActivities:
             if exc.status != RPCStatusCode.NOT_FOUND:
                 raise
 
-    @activity.defn(name="place_batch")
+    @activity.defn(name=act.PLACE_BATCH)
     async def place_batch(self, inp: PlaceBatchInput) -> PlaceBatchResult:
         clusters = (await self.store.list("clusters")).items
         policies = (await self.store.list("filterpolicies")).items

@@ -13,13 +13,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from skyshift.activities.convert import validation_summary
-from skyshift.activities.service_types import (
-    ServiceConfig,
-    ServiceInput,
-    ServiceTemplate,
-    ServiceView,
-)
 from skyshift.compat.types import ServicePort, ServiceSpec
+from skyshift.contract.services import ServiceConfig, ServiceInput, ServiceTemplate, ServiceView
 from skyshift.models.service import Service
 
 Obj = dict[str, Any]

@@ -15,7 +15,9 @@ from typing import Any
 from temporalio import activity
 
 from skyshift.activities.service_convert import parse_service, view_of
-from skyshift.activities.service_types import (
+from skyshift.activities.store import uid_of, update_status
+from skyshift.contract import activity_names as act
+from skyshift.contract.services import (
     EndpointsWrite,
     ReadServiceInput,
     ReadServiceResult,
@@ -23,7 +25,6 @@ from skyshift.activities.service_types import (
     ServiceView,
     ServiceViewInput,
 )
-from skyshift.activities.store import uid_of, update_status
 from skyshift.models.meta import now_iso
 from skyshift.store import AlreadyExists, NotFound, ObjectStore
 
@@ -82,7 +83,7 @@ class ServiceStoreActivities:
     def __init__(self, store: ObjectStore) -> None:
         self.store = store
 
-    @activity.defn(name="read_service")
+    @activity.defn(name=act.READ_SERVICE)
     async def read_service(self, inp: ReadServiceInput) -> ReadServiceResult:
         try:
             obj = await self.store.get("services", inp.name, inp.namespace)
@@ -97,7 +98,7 @@ class ServiceStoreActivities:
             invalid=invalid, deleting=bool(meta.get("deletionTimestamp")),
         )
 
-    @activity.defn(name="service_view")
+    @activity.defn(name=act.SERVICE_VIEW)
     async def service_view(self, inp: ServiceViewInput) -> ServiceView:
         """Where the jobs matching the selector have replicas placed and running."""
         jobs: list[Obj] = []
@@ -108,12 +109,12 @@ class ServiceStoreActivities:
         links = (await self.store.list("links")).items
         return view_of(jobs, clusters, inp.selector, links)
 
-    @activity.defn(name="write_service_status")
+    @activity.defn(name=act.WRITE_SERVICE_STATUS)
     async def write_service_status(self, patch: ServiceStatusPatch) -> bool:
         return await update_status(self.store, "services", patch.name, patch.namespace,
                                    lambda o: apply_service_patch(o, patch))
 
-    @activity.defn(name="write_endpoints")
+    @activity.defn(name=act.WRITE_ENDPOINTS)
     async def write_endpoints(self, w: EndpointsWrite) -> bool:
         """Create or update the service's Endpoints (or remove it). An Endpoints object of the
         same name that some user made (not annotated with this service's uid) is left alone."""

@@ -17,14 +17,15 @@ from __future__ import annotations
 from temporalio import activity
 
 from skyshift.activities.clusters import ClusterContext, compat_errors, heartbeating
-from skyshift.activities.service_types import (
+from skyshift.compat import services
+from skyshift.contract import activity_names as act
+from skyshift.contract.services import (
     AddressesInput,
     AddressesResult,
     ApplyServiceInput,
     ApplyServiceResult,
     DeleteServiceInput,
 )
-from skyshift.compat import services
 
 
 class ServiceActivities:
@@ -33,13 +34,13 @@ class ServiceActivities:
     def __init__(self, ctx: ClusterContext) -> None:
         self.ctx = ctx
 
-    @activity.defn(name="apply_service")
+    @activity.defn(name=act.APPLY_SERVICE)
     async def apply_service(self, inp: ApplyServiceInput) -> ApplyServiceResult:
         with compat_errors():
             status = await heartbeating(services.apply_service(self.ctx.manager, inp.spec))
         return ApplyServiceResult.of(status)
 
-    @activity.defn(name="replica_addresses")
+    @activity.defn(name=act.REPLICA_ADDRESSES)
     async def replica_addresses(self, inp: AddressesInput) -> AddressesResult:
         """Where the running replicas of these jobs serve each port on this cluster (nothing
         for a manager that cannot say)."""
@@ -51,7 +52,7 @@ class ServiceActivities:
                     out.addresses[str(port)] = found
             return out
 
-    @activity.defn(name="delete_service")
+    @activity.defn(name=act.DELETE_SERVICE)
     async def delete_service(self, inp: DeleteServiceInput) -> None:
         with compat_errors():
             await heartbeating(

@@ -30,16 +30,18 @@ from temporalio.common import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift.activities.convert import cluster_input, job_input, status_clusters
-from skyshift.activities.link_types import LinkInput, link_workflow_id
 from skyshift.activities.pipeline_convert import pipeline_input
-from skyshift.activities.pipeline_types import (
-    ScheduleInput,
-    pipeline_workflow_id,
-    schedule_workflow_id,
-)
 from skyshift.activities.service_convert import service_input
-from skyshift.activities.service_types import service_workflow_id
-from skyshift.activities.types import (
+from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
+from skyshift.contract.jobs import (
+    DeleteRequest,
+    ReplicaOpInput,
+    ReplicaOpResult,
+    SpecChanged,
+    replica_name,
+)
+from skyshift.contract.links import LinkInput
+from skyshift.contract.names import (
     CLUSTER,
     CONTROL_QUEUE,
     KIND,
@@ -48,15 +50,21 @@ from skyshift.activities.types import (
     SIG_DELETE,
     SIG_ENSURE,
     SIG_SPEC,
-    DeleteRequest,
-    ReplicaOpInput,
-    ReplicaOpResult,
-    SpecChanged,
+    WF_CLUSTER,
+    WF_JOB,
+    WF_LINK,
+    WF_PIPELINE,
+    WF_REPLICA_OP,
+    WF_SCHEDULE,
+    WF_SERVICE,
     cluster_workflow_id,
     job_workflow_id,
-    replica_name,
+    link_workflow_id,
+    pipeline_workflow_id,
+    schedule_workflow_id,
+    service_workflow_id,
 )
-from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
+from skyshift.contract.pipelines import ScheduleInput
 
 Obj = dict[str, Any]
 OP_TIMEOUT = timedelta(seconds=120)
@@ -75,34 +83,34 @@ async def _signal_with_start(
     phase = str((obj.get("status") or {}).get("phase") or "")
     if kind == "Job":
         inp = inp or job_input(obj)
-        wf_id, wf_type = job_workflow_id(inp.namespace, inp.name), "JobWorkflow"
+        wf_id, wf_type = job_workflow_id(inp.namespace, inp.name), WF_JOB
         attrs = [SearchAttributePair(KIND, "Job"), SearchAttributePair(NAMESPACE, inp.namespace),
                  SearchAttributePair(PHASE, phase or "Pending")]
     elif kind == "Cluster":
         inp = cluster_input(obj)
-        wf_id, wf_type = cluster_workflow_id(inp.name), "ClusterWorkflow"
+        wf_id, wf_type = cluster_workflow_id(inp.name), WF_CLUSTER
         attrs = [SearchAttributePair(KIND, "Cluster"), SearchAttributePair(CLUSTER, inp.name),
                  SearchAttributePair(PHASE, phase or "Init")]
     elif kind == "Service":
         inp = inp or service_input(obj)
-        wf_id, wf_type = service_workflow_id(inp.namespace, inp.name), "ServiceWorkflow"
+        wf_id, wf_type = service_workflow_id(inp.namespace, inp.name), WF_SERVICE
         attrs = [SearchAttributePair(KIND, "Service"),
                  SearchAttributePair(NAMESPACE, inp.namespace),
                  SearchAttributePair(PHASE, phase or "Pending")]
     elif kind == "Pipeline":
         inp = inp or pipeline_input(obj)
-        wf_id, wf_type = pipeline_workflow_id(inp.namespace, inp.name), "PipelineWorkflow"
+        wf_id, wf_type = pipeline_workflow_id(inp.namespace, inp.name), WF_PIPELINE
         attrs = [SearchAttributePair(KIND, "Pipeline"),
                  SearchAttributePair(NAMESPACE, inp.namespace),
                  SearchAttributePair(PHASE, phase or "Pending")]
     elif kind == "Link":
         inp = inp or link_input(obj)
-        wf_id, wf_type = link_workflow_id(inp.name), "LinkWorkflow"
+        wf_id, wf_type = link_workflow_id(inp.name), WF_LINK
         attrs = [SearchAttributePair(KIND, "Link"),
                  SearchAttributePair(PHASE, phase or "Init")]
     elif kind == "Schedule":
         inp = inp or schedule_input(obj)
-        wf_id, wf_type = schedule_workflow_id(inp.namespace, inp.name), "ScheduleWorkflow"
+        wf_id, wf_type = schedule_workflow_id(inp.namespace, inp.name), WF_SCHEDULE
         attrs = [SearchAttributePair(KIND, "Schedule"),
                  SearchAttributePair(NAMESPACE, inp.namespace)]
     else:
@@ -170,7 +178,7 @@ async def _run_op(client: Client, job: Obj, inp: ReplicaOpInput) -> ReplicaOpRes
     meta = _meta(job)
     op_id = f"op/{meta.get('namespace') or 'default'}/{meta.get('name')}/{uuid.uuid4().hex[:12]}"
     result: ReplicaOpResult = await client.execute_workflow(
-        "ReplicaOpWorkflow", inp, id=op_id, task_queue=CONTROL_QUEUE,
+        WF_REPLICA_OP, inp, id=op_id, task_queue=CONTROL_QUEUE,
         result_type=ReplicaOpResult, execution_timeout=OP_TIMEOUT,
     )
     return result

@@ -21,8 +21,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift.activities.convert import parse_job
-from skyshift.activities.types import (
-    SIG_CLUSTER,
+from skyshift.contract import activity_names as act
+from skyshift.contract.jobs import (
     ClusterJobsInput,
     ClusterStatusPatch,
     JobStatusPatch,
@@ -30,6 +30,7 @@ from skyshift.activities.types import (
     ReadJobResult,
     RemoveObjectInput,
 )
+from skyshift.contract.names import SIG_CLUSTER
 from skyshift.models.meta import now_iso
 from skyshift.store import NotFound, ObjectStore
 
@@ -88,13 +89,13 @@ class StoreActivities:
         self.store = store
         self.client = client
 
-    @activity.defn(name="write_job_status")
+    @activity.defn(name=act.WRITE_JOB_STATUS)
     async def write_job_status(self, patch: JobStatusPatch) -> bool:
         return await update_status(
             self.store, "jobs", patch.name, patch.namespace, lambda o: apply_job_patch(o, patch)
         )
 
-    @activity.defn(name="read_job")
+    @activity.defn(name=act.READ_JOB)
     async def read_job(self, inp: ReadJobInput) -> ReadJobResult:
         try:
             obj = await self.store.get("jobs", inp.name, inp.namespace)
@@ -112,7 +113,7 @@ class StoreActivities:
             deleting=bool(meta.get("deletionTimestamp")),
         )
 
-    @activity.defn(name="remove_object")
+    @activity.defn(name=act.REMOVE_OBJECT)
     async def remove_object(self, inp: RemoveObjectInput) -> bool:
         """Finalizer done: delete the object, only if it is still the one with ``uid``."""
         try:
@@ -130,7 +131,7 @@ class StoreActivities:
             return False
         return True
 
-    @activity.defn(name="write_cluster_status")
+    @activity.defn(name=act.WRITE_CLUSTER_STATUS)
     async def write_cluster_status(self, patch: ClusterStatusPatch) -> bool:
         def mutate(obj: Obj) -> Obj | None:
             if patch.uid and uid_of(obj) != patch.uid:
@@ -143,7 +144,7 @@ class StoreActivities:
 
         return await update_status(self.store, "clusters", patch.name, None, mutate)
 
-    @activity.defn(name="notify_cluster_jobs")
+    @activity.defn(name=act.NOTIFY_CLUSTER_JOBS)
     async def notify_cluster_jobs(self, inp: ClusterJobsInput) -> int:
         """Tell every running job workflow on ``cluster`` (found through the SkyShiftCluster
         search attribute) about ``event``: the fallback when the cluster's skylet cannot."""

@@ -40,21 +40,24 @@ from skyshift.activities.clusters import (
     update_of,
 )
 from skyshift.activities.store import update_status
-from skyshift.activities.types import (
-    SCHEDULER_ID,
-    SIG_CAPACITY,
-    SIG_CLUSTER,
-    SIG_REPLICAS,
+from skyshift.compat.errors import CompatError, Transient
+from skyshift.compat.types import ClusterState, ReplicaStatus
+from skyshift.contract import activity_names as act
+from skyshift.contract.jobs import (
     CapacityChanged,
     ClusterEvent,
     ReplicaReport,
     ReplicaUpdate,
     SyncInput,
     SyncResult,
+)
+from skyshift.contract.names import (
+    SCHEDULER_ID,
+    SIG_CAPACITY,
+    SIG_CLUSTER,
+    SIG_REPLICAS,
     job_workflow_id,
 )
-from skyshift.compat.errors import CompatError, Transient
-from skyshift.compat.types import ClusterState, ReplicaStatus
 from skyshift.metrics import SYNC_ROUND
 from skyshift.models.meta import now_iso
 from skyshift.models.quantity import Resources
@@ -387,6 +390,6 @@ class SkyletWithSync(SkyletActivities):
         super().__init__(*args, **kwargs)
         self.sync_config = sync or SyncConfig()
 
-    @activity.defn(name="sync_cluster")
+    @activity.defn(name=act.SYNC_CLUSTER)
     async def sync_cluster(self, inp: SyncInput) -> SyncResult:
         return await Syncer(self, self.sync_config).run(inp)

@@ -79,9 +79,9 @@ class TemporalLifecycle:
         """A lifecycle that connects to Temporal at ``address`` when first needed."""
 
         async def connect() -> Any:
-            from temporalio.client import Client
+            from skyshift.contract.client import connect
 
-            return await Client.connect(address, namespace=namespace, lazy=True)
+            return await connect(address, namespace, lazy=True)
 
         return cls(connect=connect)
 

@@ -58,9 +58,10 @@ def check_http(health: HttpHealth) -> HealthResult:
 
 async def _temporal_search_attributes(health: TemporalHealth) -> set[str]:
     from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
-    from temporalio.client import Client
 
-    client = await Client.connect(health.address, namespace=health.namespace)
+    from skyshift.contract.client import connect
+
+    client = await connect(health.address, health.namespace)
     resp = await client.operator_service.list_search_attributes(
         ListSearchAttributesRequest(namespace=health.namespace),
         timeout=timedelta(seconds=CHECK_TIMEOUT),

@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.runtime import Runtime
 
 from skyshift.config import Settings
+from skyshift.contract.client import connect
 from skyshift.store import ObjectStore, StoreError
 
 log = logging.getLogger(__name__)
@@ -69,8 +70,8 @@ async def connect_temporal(
 ) -> Client:
     while True:
         try:
-            return await Client.connect(
-                settings.temporal_address, namespace=settings.temporal_namespace, runtime=runtime,
+            return await connect(
+                settings.temporal_address, settings.temporal_namespace, runtime=runtime
             )
         except Exception as exc:  # server still starting: keep trying until told to stop
             log.warning("temporal at %s not reachable yet: %s", settings.temporal_address, exc)

@@ -26,8 +26,8 @@ from skyshift.activities.schedules import ScheduleActivities
 from skyshift.activities.scheduling import SchedulingActivities
 from skyshift.activities.service_store import ServiceStoreActivities
 from skyshift.activities.store import StoreActivities
-from skyshift.activities.types import CONTROL_QUEUE, QUERY_DEPTH, SCHEDULER_ID
 from skyshift.config import Settings
+from skyshift.contract.names import CONTROL_QUEUE, QUERY_DEPTH, SCHEDULER_ID
 from skyshift.metrics import QUEUE_DEPTH
 from skyshift.store import ObjectStore
 from skyshift.workers import payload_hints

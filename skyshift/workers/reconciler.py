@@ -25,10 +25,14 @@ from typing import Any
 from temporalio.client import Client
 
 from skyshift.activities import starter
-from skyshift.activities.link_types import link_workflow_id
-from skyshift.activities.pipeline_types import pipeline_workflow_id, schedule_workflow_id
-from skyshift.activities.service_types import service_workflow_id
-from skyshift.activities.types import cluster_workflow_id, job_workflow_id
+from skyshift.contract.names import (
+    cluster_workflow_id,
+    job_workflow_id,
+    link_workflow_id,
+    pipeline_workflow_id,
+    schedule_workflow_id,
+    service_workflow_id,
+)
 from skyshift.metrics import set_job_phases
 from skyshift.store import ObjectStore
 

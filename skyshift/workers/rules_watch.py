@@ -26,7 +26,8 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from skyshift.activities.types import SCHEDULER_ID, SIG_RULES, RulesChanged
+from skyshift.contract.jobs import RulesChanged
+from skyshift.contract.names import SCHEDULER_ID, SIG_RULES
 from skyshift.store import ObjectStore
 from skyshift.store.errors import StoreError
 from skyshift.store.watch import WatchEvent

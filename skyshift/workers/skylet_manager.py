@@ -34,7 +34,6 @@ from skyshift.activities.convert import manager_config
 from skyshift.activities.links import ProbeActivities
 from skyshift.activities.services import ServiceActivities
 from skyshift.activities.sync import SkyletWithSync, SyncConfig
-from skyshift.activities.types import skylet_queue
 from skyshift.compat.base import ClusterManager, create_manager
 from skyshift.compat.errors import CompatError, Permanent
 from skyshift.compat.types import (
@@ -46,6 +45,7 @@ from skyshift.compat.types import (
     ServiceStatus,
 )
 from skyshift.config import Settings
+from skyshift.contract.names import skylet_queue
 from skyshift.store import InvalidSelector, ObjectStore, Selector, StoreError, parse_selector
 from skyshift.workers import payload_hints
 from skyshift.workers.common import (

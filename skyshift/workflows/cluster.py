@@ -26,10 +26,8 @@ from temporalio.exceptions import ActivityError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from skyshift.activities.provision_plan import SIG_SCALE, ProvisionState, ScaleRequest
-    from skyshift.activities.types import (
-        SIG_DELETE,
-        SIG_SPEC,
+    from skyshift.contract import activity_names as act
+    from skyshift.contract.jobs import (
         ClusterEvent,
         ClusterInput,
         ClusterJobsInput,
@@ -40,8 +38,16 @@ with workflow.unsafe.imports_passed_through():
         SyncResult,
         TeardownInput,
         TeardownResult,
+    )
+    from skyshift.contract.names import (
+        QUERY_PHASE,
+        SIG_DELETE,
+        SIG_SCALE,
+        SIG_SPEC,
+        WF_CLUSTER,
         skylet_queue,
     )
+    from skyshift.contract.provision import ProvisionState, ScaleRequest
     from skyshift.workflows.cluster_provision import PROVISION_PATCH, ProvisionedLifecycle
     from skyshift.workflows.common import (
         CLUSTER,
@@ -62,7 +68,7 @@ with workflow.unsafe.imports_passed_through():
 TEARDOWN_TIMEOUT = timedelta(seconds=60)
 
 
-@workflow.defn(name="ClusterWorkflow")
+@workflow.defn(name=WF_CLUSTER)
 class ClusterWorkflow(ProvisionedLifecycle):
     @workflow.init
     def __init__(self, inp: ClusterInput) -> None:
@@ -87,7 +93,7 @@ class ClusterWorkflow(ProvisionedLifecycle):
     def scale(self, r: ScaleRequest) -> None:
         self.scale_to = max(self.scale_to, r.nodes)
 
-    @workflow.query(name="phase")
+    @workflow.query(name=QUERY_PHASE)
     def current_phase(self) -> str:
         return self.phase
 
@@ -129,7 +135,8 @@ class ClusterWorkflow(ProvisionedLifecycle):
     def _start_sync(self) -> asyncio.Task[SyncResult]:
         inp = self.inp
         return asyncio.create_task(workflow.execute_activity(
-            "sync_cluster", SyncInput(inp.name, inp.uid, self.phase, self.lost, inp.sync_duration),
+            act.SYNC_CLUSTER,
+            SyncInput(inp.name, inp.uid, self.phase, self.lost, inp.sync_duration),
             result_type=SyncResult, task_queue=skylet_queue(inp.name),
             start_to_close_timeout=timedelta(seconds=inp.sync_duration + 60),
             heartbeat_timeout=timedelta(seconds=inp.heartbeat_timeout),
@@ -147,7 +154,7 @@ class ClusterWorkflow(ProvisionedLifecycle):
             result = SyncResult("Error", f"cannot reach cluster {self.inp.name}: {why}",
                                 self.lost, permanent=True)
             await workflow.execute_local_activity(
-                "write_cluster_status",
+                act.WRITE_CLUSTER_STATUS,
                 ClusterStatusPatch(self.inp.name, self.inp.uid, "Error", result.message),
                 start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
             )
@@ -174,7 +181,7 @@ class ClusterWorkflow(ProvisionedLifecycle):
             why = permanent_cause(err) or str(err.cause or err)
             msg = f"cannot attach cluster {inp.name}: {why}"
             await workflow.execute_local_activity(
-                "write_cluster_status", ClusterStatusPatch(inp.name, inp.uid, "Error", msg),
+                act.WRITE_CLUSTER_STATUS, ClusterStatusPatch(inp.name, inp.uid, "Error", msg),
                 start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
             )
             return SyncResult("Error", msg, self.lost, permanent=True)
@@ -190,7 +197,7 @@ class ClusterWorkflow(ProvisionedLifecycle):
             return "Deleted"
         try:
             result: TeardownResult = await workflow.execute_activity(
-                "teardown_cluster", TeardownInput(inp.name), result_type=TeardownResult,
+                act.TEARDOWN_CLUSTER, TeardownInput(inp.name), result_type=TeardownResult,
                 task_queue=skylet_queue(inp.name), schedule_to_close_timeout=TEARDOWN_TIMEOUT,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
             )
@@ -201,7 +208,7 @@ class ClusterWorkflow(ProvisionedLifecycle):
             await self._terminate(provisioned)
         event = ClusterEvent(inp.name, "deleted", f"cluster {inp.name} was deleted")
         await workflow.execute_local_activity(
-            "notify_cluster_jobs", ClusterJobsInput(inp.name, event, told),
+            act.NOTIFY_CLUSTER_JOBS, ClusterJobsInput(inp.name, event, told),
             start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
         )
         await remove_object("clusters", inp.name, inp.uid)

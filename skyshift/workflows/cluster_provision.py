@@ -28,7 +28,9 @@ from temporalio.exceptions import ActivityError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from skyshift.activities.provision_plan import (
+    from skyshift.contract import activity_names as act
+    from skyshift.contract.jobs import ClusterInput, ClusterStatusPatch
+    from skyshift.contract.provision import (
         DownInput,
         LaunchInput,
         LaunchResult,
@@ -37,7 +39,6 @@ with workflow.unsafe.imports_passed_through():
         UsageResult,
         sky_name,
     )
-    from skyshift.activities.types import ClusterInput, ClusterStatusPatch
     from skyshift.workflows.common import (
         HEARTBEAT_TIMEOUT,
         NON_RETRYABLE,
@@ -73,7 +74,8 @@ class ProvisionedLifecycle:
         self.phase = phase
         upsert([(PHASE, phase)], self.sa)
         await workflow.execute_local_activity(
-            "write_cluster_status", ClusterStatusPatch(self.inp.name, self.inp.uid, phase, message),
+            act.WRITE_CLUSTER_STATUS,
+            ClusterStatusPatch(self.inp.name, self.inp.uid, phase, message),
             start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
         )
 
@@ -83,7 +85,7 @@ class ProvisionedLifecycle:
             return
         stays = {n: k for n, k in st.groups.items() if n not in names}
         await workflow.execute_activity(
-            "unprovision_cluster", DownInput(self.inp.name, self.inp.uid, names, phase, stays),
+            act.UNPROVISION_CLUSTER, DownInput(self.inp.name, self.inp.uid, names, phase, stays),
             result_type=int, start_to_close_timeout=DOWN_TIMEOUT,
             heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=DOWN_RETRY,
         )
@@ -96,7 +98,7 @@ class ProvisionedLifecycle:
         st.tried = max(st.tried, group + 1)
         while st.infra_index < len(plan.infras):
             task = asyncio.create_task(workflow.execute_activity(
-                "provision_cluster",
+                act.PROVISION_CLUSTER,
                 LaunchInput(self.inp.name, self.inp.uid, name, st.infra, nodes, plan.cpus,
                             plan.memory_mb, dict(plan.accelerators), plan.timeout_s,
                             st.attempts, dict(st.groups), phase),
@@ -207,7 +209,7 @@ class ProvisionedLifecycle:
         """Tear down after ``idle_minutes`` without replicas: the added groups first, then the
         whole cluster. Returns the new idle start (AUTODOWN: remove the cluster)."""
         usage: UsageResult = await workflow.execute_local_activity(
-            "cluster_usage", UsageInput(self.inp.name), result_type=UsageResult,
+            act.CLUSTER_USAGE, UsageInput(self.inp.name), result_type=UsageResult,
             start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
         )
         now = workflow.now()

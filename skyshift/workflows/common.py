@@ -16,11 +16,12 @@ from temporalio.common import RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from skyshift.activities.types import CLUSTER as CLUSTER  # re-exported for workflows
-    from skyshift.activities.types import KIND as KIND
-    from skyshift.activities.types import NAMESPACE as NAMESPACE
-    from skyshift.activities.types import PHASE as PHASE
-    from skyshift.activities.types import RemoveObjectInput
+    from skyshift.contract import activity_names as act
+    from skyshift.contract.jobs import RemoveObjectInput
+    from skyshift.contract.names import CLUSTER as CLUSTER
+    from skyshift.contract.names import KIND as KIND
+    from skyshift.contract.names import NAMESPACE as NAMESPACE
+    from skyshift.contract.names import PHASE as PHASE
 
 
 NON_RETRYABLE = ["Permanent", "Unsupported", "NotFound", "InvalidArgument", "TooLarge"]
@@ -85,6 +86,6 @@ def history_full(limit: int) -> bool:
 async def remove_object(plural: str, name: str, uid: str, namespace: str | None = None) -> None:
     """The finalizer's last step: delete the object from etcd (only if its uid still matches)."""
     await workflow.execute_local_activity(
-        "remove_object", RemoveObjectInput(plural, name, uid, namespace),
+        act.REMOVE_OBJECT, RemoveObjectInput(plural, name, uid, namespace),
         start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
     )

@@ -32,14 +32,9 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from skyshift.activities.types import (
+    from skyshift.contract import activity_names as act
+    from skyshift.contract.jobs import (
         RUNNING,
-        SIG_CLUSTER,
-        SIG_DELETE,
-        SIG_ENSURE,
-        SIG_PLACED,
-        SIG_REPLICAS,
-        SIG_SPEC,
         ClusterEvent,
         DeleteReplicasInput,
         DeleteRequest,
@@ -59,6 +54,16 @@ with workflow.unsafe.imports_passed_through():
         SpecChanged,
         SubmitInput,
         SubmitResult,
+    )
+    from skyshift.contract.names import (
+        QUERY_STATE,
+        SIG_CLUSTER,
+        SIG_DELETE,
+        SIG_ENSURE,
+        SIG_PLACED,
+        SIG_REPLICAS,
+        SIG_SPEC,
+        WF_JOB,
         job_workflow_id,
         skylet_queue,
     )
@@ -87,7 +92,7 @@ OWNER_PATCH = "tell-owner-when-ended"
 EARLY_PLACEMENT_PATCH = "placement-before-its-enqueue"
 
 
-@workflow.defn(name="JobWorkflow")
+@workflow.defn(name=WF_JOB)
 class JobWorkflow:
     @workflow.init
     def __init__(self, inp: JobInput) -> None:
@@ -147,7 +152,7 @@ class JobWorkflow:
         elif newer.deleting:
             self.s.deleting = True
 
-    @workflow.query(name="state")
+    @workflow.query(name=QUERY_STATE)
     def state(self) -> JobState:
         return self.s
 
@@ -296,7 +301,7 @@ class JobWorkflow:
         current = js.placement_of(self.s)
         wf_id = job_workflow_id(self.inp.namespace, self.inp.name)
         await workflow.execute_local_activity(
-            "enqueue_job", EnqueueRequest(wf_id, self.s.seq, req, current),
+            act.ENQUEUE_JOB, EnqueueRequest(wf_id, self.s.seq, req, current),
             start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
         )
 
@@ -305,7 +310,7 @@ class JobWorkflow:
         ref = JobRef(self.inp.namespace, self.inp.name, self.inp.uid)
         try:
             result = await workflow.execute_activity(
-                "submit_replicas", SubmitInput(ref, cluster, specs), result_type=SubmitResult,
+                act.SUBMIT_REPLICAS, SubmitInput(ref, cluster, specs), result_type=SubmitResult,
                 task_queue=skylet_queue(cluster), start_to_close_timeout=SKYLET_TIMEOUT,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
             )
@@ -323,7 +328,7 @@ class JobWorkflow:
     async def _delete(self, cluster: str, names: list[str], uid: str = "") -> bool:
         try:
             await workflow.execute_activity(
-                "delete_replicas", DeleteReplicasInput(cluster, uid, names),
+                act.DELETE_REPLICAS, DeleteReplicasInput(cluster, uid, names),
                 task_queue=skylet_queue(cluster), start_to_close_timeout=SKYLET_TIMEOUT,
                 schedule_to_close_timeout=timedelta(seconds=self.inp.config.teardown_timeout),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
@@ -337,14 +342,14 @@ class JobWorkflow:
         if patch.observed_generation is None and self.s.generation:
             patch.observed_generation = self.s.generation
         await workflow.execute_local_activity(
-            "write_job_status", patch, start_to_close_timeout=STORE_TIMEOUT,
+            act.WRITE_JOB_STATUS, patch, start_to_close_timeout=STORE_TIMEOUT,
             retry_policy=STORE_RETRY,
         )
 
     async def _reload(self) -> None:
         self.spec_dirty = False
         got: ReadJobResult = await workflow.execute_local_activity(
-            "read_job", ReadJobInput(self.inp.namespace, self.inp.name, self.inp.uid),
+            act.READ_JOB, ReadJobInput(self.inp.namespace, self.inp.name, self.inp.uid),
             result_type=ReadJobResult, start_to_close_timeout=STORE_TIMEOUT,
             retry_policy=STORE_RETRY,
         )
@@ -389,7 +394,7 @@ class JobWorkflow:
         """Delete every replica everywhere, then remove the object (finalizer), then end."""
         if self.s.awaiting:
             await workflow.execute_local_activity(
-                "dequeue_job", DequeueRequest(f"{self.inp.namespace}/{self.inp.name}",
+                act.DEQUEUE_JOB, DequeueRequest(f"{self.inp.namespace}/{self.inp.name}",
                                               self.inp.uid),
                 start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
             )

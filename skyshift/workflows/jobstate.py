@@ -7,7 +7,8 @@ and the workflow module only sequences activities, timers and signals around the
 
 from __future__ import annotations
 
-from skyshift.activities.types import (
+from skyshift.compat.types import ReplicaSpec
+from skyshift.contract.jobs import (
     FAILED,
     PENDING,
     RESTARTING,
@@ -23,7 +24,6 @@ from skyshift.activities.types import (
     ReplicaUpdate,
     replica_name,
 )
-from skyshift.compat.types import ReplicaSpec
 
 FINISHED = (SUCCEEDED, FAILED)
 

@@ -18,21 +18,22 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from skyshift.activities.link_types import (
+    from skyshift.contract import activity_names as act
+    from skyshift.contract.jobs import DeleteRequest, SpecChanged
+    from skyshift.contract.links import (
         LinkInput,
         LinkRef,
         LinkStatusPatch,
         LinkView,
         ProbeInput,
         ProbeResult,
-        link_workflow_id,
     )
-    from skyshift.activities.types import (
+    from skyshift.contract.names import (
         SIG_DELETE,
         SIG_ENSURE,
         SIG_SPEC,
-        DeleteRequest,
-        SpecChanged,
+        WF_LINK,
+        link_workflow_id,
         skylet_queue,
     )
     from skyshift.workflows.common import (
@@ -49,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
 PROBE_RETRY = RetryPolicy(maximum_attempts=1)
 
 
-@workflow.defn(name="LinkWorkflow")
+@workflow.defn(name=WF_LINK)
 class LinkWorkflow:
     @workflow.init
     def __init__(self, inp: LinkInput) -> None:
@@ -88,7 +89,7 @@ class LinkWorkflow:
                 return await self._teardown(ref)
             self.dirty = False
             view: LinkView = await workflow.execute_local_activity(
-                "view_link", ref, result_type=LinkView, start_to_close_timeout=STORE_TIMEOUT,
+                act.VIEW_LINK, ref, result_type=LinkView, start_to_close_timeout=STORE_TIMEOUT,
                 retry_policy=STORE_RETRY,
             )
             if not view.found or view.deleting:
@@ -111,7 +112,7 @@ class LinkWorkflow:
         where = f"{view.gateway_address}:{view.gateway_port}"
         try:
             got: ProbeResult = await workflow.execute_activity(
-                "probe_tcp", ProbeInput(view.gateway_address, view.gateway_port),
+                act.PROBE_TCP, ProbeInput(view.gateway_address, view.gateway_port),
                 result_type=ProbeResult, task_queue=skylet_queue(view.source),
                 schedule_to_start_timeout=timedelta(seconds=10),
                 start_to_close_timeout=timedelta(seconds=10), retry_policy=PROBE_RETRY,
@@ -126,7 +127,7 @@ class LinkWorkflow:
     async def _write(self, patch: LinkStatusPatch) -> None:
         if patch != self.written:
             await workflow.execute_local_activity(
-                "write_link_status", patch, start_to_close_timeout=STORE_TIMEOUT,
+                act.WRITE_LINK_STATUS, patch, start_to_close_timeout=STORE_TIMEOUT,
                 retry_policy=STORE_RETRY,
             )
             self.written = patch

@@ -16,12 +16,14 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from skyshift.activities.types import ReplicaOpInput, ReplicaOpResult, skylet_queue
+    from skyshift.contract import activity_names as act
+    from skyshift.contract.jobs import ReplicaOpInput, ReplicaOpResult
+    from skyshift.contract.names import WF_REPLICA_OP, skylet_queue
 
 OP_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=300), maximum_attempts=3)
 
 
-@workflow.defn(name="ReplicaOpWorkflow")
+@workflow.defn(name=WF_REPLICA_OP)
 class ReplicaOpWorkflow:
     @workflow.run
     async def run(self, inp: ReplicaOpInput) -> ReplicaOpResult:
@@ -31,7 +33,7 @@ class ReplicaOpWorkflow:
             one = ReplicaOpInput(inp.op, [cluster], inp.names, inp.tail, inp.command, inp.timeout)
             try:
                 res: ReplicaOpResult = await workflow.execute_activity(
-                    "replica_op", one, result_type=ReplicaOpResult,
+                    act.REPLICA_OP, one, result_type=ReplicaOpResult,
                     task_queue=skylet_queue(cluster),
                     schedule_to_start_timeout=timedelta(seconds=10),
                     start_to_close_timeout=timedelta(seconds=inp.timeout + 30),

@@ -6,7 +6,8 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from skyshift.activities.pipeline_types import SIG_CHILD_ENDED, ChildEnded
+    from skyshift.contract.names import SIG_CHILD_ENDED
+    from skyshift.contract.pipelines import ChildEnded
 
 
 async def tell_owner(owner: str, name: str, phase: str) -> None:

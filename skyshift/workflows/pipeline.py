@@ -24,10 +24,20 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from skyshift.activities.pipeline_types import (
+    from skyshift.contract import activity_names as act
+    from skyshift.contract.jobs import DeleteRequest, SpecChanged
+    from skyshift.contract.names import (
+        QUERY_STATE,
+        SIG_CHILD_ENDED,
+        SIG_DELETE,
+        SIG_ENSURE,
+        SIG_SPEC,
+        WF_PIPELINE,
+        pipeline_workflow_id,
+    )
+    from skyshift.contract.pipelines import (
         PIPELINE_LABEL,
         PIPELINE_TERMINAL,
-        SIG_CHILD_ENDED,
         ChildEnded,
         DeleteOwnedInput,
         PipelineInput,
@@ -39,14 +49,6 @@ with workflow.unsafe.imports_passed_through():
         ReadPipelineResult,
         StartStepInput,
         StartStepResult,
-        pipeline_workflow_id,
-    )
-    from skyshift.activities.types import (
-        SIG_DELETE,
-        SIG_ENSURE,
-        SIG_SPEC,
-        DeleteRequest,
-        SpecChanged,
     )
     from skyshift.workflows import pipelinestate as ps
     from skyshift.workflows.common import (
@@ -68,7 +70,7 @@ def _now() -> str:
     return workflow.now().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@workflow.defn(name="PipelineWorkflow")
+@workflow.defn(name=WF_PIPELINE)
 class PipelineWorkflow:
     @workflow.init
     def __init__(self, inp: PipelineInput) -> None:
@@ -113,7 +115,7 @@ class PipelineWorkflow:
         elif newer.cancel:
             self.s.cancel = True
 
-    @workflow.query(name="state")
+    @workflow.query(name=QUERY_STATE)
     def state(self) -> PipelineState:
         return self.s
 
@@ -172,7 +174,7 @@ class PipelineWorkflow:
         st = self.s.steps[step]
         st.attempts += 1
         res: StartStepResult = await workflow.execute_activity(
-            "start_step",
+            act.START_STEP,
             StartStepInput(self.inp.namespace, self.inp.name, self.inp.uid, step, st.attempts,
                            self.wf_id),
             result_type=StartStepResult, start_to_close_timeout=STORE_TIMEOUT,
@@ -192,7 +194,7 @@ class PipelineWorkflow:
         if not jobs:
             return
         got: ReadJobsResult = await workflow.execute_local_activity(
-            "read_step_jobs", ReadJobsInput(self.inp.namespace, jobs),
+            act.READ_STEP_JOBS, ReadJobsInput(self.inp.namespace, jobs),
             result_type=ReadJobsResult, start_to_close_timeout=STORE_TIMEOUT,
             retry_policy=STORE_RETRY,
         )
@@ -226,7 +228,7 @@ class PipelineWorkflow:
 
     async def _delete_jobs(self, only: list[str]) -> None:
         await workflow.execute_activity(
-            "delete_owned",
+            act.DELETE_OWNED,
             DeleteOwnedInput(self.inp.namespace, self.inp.uid, PIPELINE_LABEL, self.inp.name,
                              only=only),
             start_to_close_timeout=STORE_TIMEOUT, schedule_to_close_timeout=TEARDOWN_TIMEOUT,
@@ -236,7 +238,7 @@ class PipelineWorkflow:
     async def _reload(self) -> None:
         self.spec_dirty = False
         got: ReadPipelineResult = await workflow.execute_local_activity(
-            "read_pipeline", ReadPipelineInput(self.inp.namespace, self.inp.name, self.inp.uid),
+            act.READ_PIPELINE, ReadPipelineInput(self.inp.namespace, self.inp.name, self.inp.uid),
             result_type=ReadPipelineResult, start_to_close_timeout=STORE_TIMEOUT,
             retry_policy=STORE_RETRY,
         )
@@ -248,7 +250,7 @@ class PipelineWorkflow:
     async def _write(self, *, started: bool = False, finished: bool = False) -> None:
         self.dirty = False
         await workflow.execute_local_activity(
-            "write_pipeline_status",
+            act.WRITE_PIPELINE_STATUS,
             PipelineStatusPatch(self.inp.namespace, self.inp.name, self.inp.uid, self.s.phase,
                                 self.s.message, self.s.steps, self.wf_id, started, finished),
             start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
@@ -263,7 +265,7 @@ class PipelineWorkflow:
     async def _teardown(self) -> str:
         upsert([(PHASE, "Deleting")], self.sa)
         await workflow.execute_activity(
-            "delete_owned",
+            act.DELETE_OWNED,
             DeleteOwnedInput(self.inp.namespace, self.inp.uid, PIPELINE_LABEL, self.inp.name),
             start_to_close_timeout=STORE_TIMEOUT, schedule_to_close_timeout=TEARDOWN_TIMEOUT,
             retry_policy=STORE_RETRY,

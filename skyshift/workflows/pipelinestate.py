@@ -6,13 +6,7 @@ A step *satisfies* its dependents when it Succeeded, or Failed with ``onFailure:
 
 from __future__ import annotations
 
-from skyshift.activities.pipeline_types import (
-    STEP_TERMINAL,
-    JobEnd,
-    PipelineState,
-    StepDef,
-    StepState,
-)
+from skyshift.contract.pipelines import STEP_TERMINAL, JobEnd, PipelineState, StepDef, StepState
 
 
 def initial(steps: list[StepDef]) -> dict[str, StepState]:

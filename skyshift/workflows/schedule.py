@@ -21,8 +21,17 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
-    from skyshift.activities.pipeline_types import (
+    from skyshift.contract import activity_names as act
+    from skyshift.contract.jobs import DeleteRequest, SpecChanged
+    from skyshift.contract.names import (
         SIG_CHILD_ENDED,
+        SIG_DELETE,
+        SIG_ENSURE,
+        SIG_SPEC,
+        WF_SCHEDULE,
+        WF_SCHEDULED_RUN,
+    )
+    from skyshift.contract.pipelines import (
         ChildEnded,
         ReadRunResult,
         RunInput,
@@ -32,13 +41,6 @@ with workflow.unsafe.imports_passed_through():
         ScheduleRunLook,
         StartRunInput,
         SyncScheduleResult,
-    )
-    from skyshift.activities.types import (
-        SIG_DELETE,
-        SIG_ENSURE,
-        SIG_SPEC,
-        DeleteRequest,
-        SpecChanged,
     )
     from skyshift.workflows.common import (
         STORE_RETRY,
@@ -52,7 +54,7 @@ SCHEDULED_TIME = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
 TEARDOWN_TIMEOUT = timedelta(minutes=10)
 
 
-@workflow.defn(name="ScheduleWorkflow")
+@workflow.defn(name=WF_SCHEDULE)
 class ScheduleWorkflow:
     @workflow.init
     def __init__(self, inp: ScheduleInput) -> None:
@@ -89,7 +91,7 @@ class ScheduleWorkflow:
             if self.dirty:
                 self.dirty = False
                 got: SyncScheduleResult = await workflow.execute_activity(
-                    "sync_schedule", ref, result_type=SyncScheduleResult,
+                    act.SYNC_SCHEDULE, ref, result_type=SyncScheduleResult,
                     start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
                 )
                 if not got.found or got.deleting:
@@ -102,7 +104,7 @@ class ScheduleWorkflow:
 
     async def _teardown(self, ref: ScheduleRef) -> str:
         await workflow.execute_activity(
-            "drop_schedule", ref, start_to_close_timeout=STORE_TIMEOUT,
+            act.DROP_SCHEDULE, ref, start_to_close_timeout=STORE_TIMEOUT,
             schedule_to_close_timeout=TEARDOWN_TIMEOUT, retry_policy=STORE_RETRY,
         )
         await remove_object("schedules", ref.name, ref.uid, ref.namespace)
@@ -117,7 +119,7 @@ def _scheduled_time() -> str:
     return (when or workflow.now()).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@workflow.defn(name="ScheduledRunWorkflow")
+@workflow.defn(name=WF_SCHEDULED_RUN)
 class ScheduledRunWorkflow:
     def __init__(self) -> None:
         self.woken = False
@@ -131,7 +133,7 @@ class ScheduledRunWorkflow:
         ref = inp.ref
         if ref is None:
             ref = await workflow.execute_activity(
-                "start_run",
+                act.START_RUN,
                 StartRunInput(inp.namespace, inp.schedule, inp.uid, _scheduled_time(),
                               workflow.info().workflow_id),
                 result_type=RunRef, start_to_close_timeout=STORE_TIMEOUT,
@@ -145,7 +147,7 @@ class ScheduledRunWorkflow:
                 await wait(lambda: self.woken, timedelta(seconds=inp.poll))
                 self.woken = False
                 got: ReadRunResult = await workflow.execute_local_activity(
-                    "read_run", look, result_type=ReadRunResult,
+                    act.READ_RUN, look, result_type=ReadRunResult,
                     start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
                 )
                 if got.phase:
@@ -155,6 +157,6 @@ class ScheduledRunWorkflow:
                                                       inp.poll, ref, inp.history_limit))
         except asyncio.CancelledError:
             await workflow.execute_activity(
-                "stop_run", look, start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+                act.STOP_RUN, look, start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
             )
             raise

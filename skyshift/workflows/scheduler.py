@@ -28,12 +28,8 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from skyshift.activities.types import (
-        QUERY_DEPTH,
-        SIG_CAPACITY,
-        SIG_DEQUEUE,
-        SIG_ENQUEUE,
-        SIG_RULES,
+    from skyshift.contract import activity_names as act
+    from skyshift.contract.jobs import (
         CapacityChanged,
         DequeueRequest,
         EnqueueRequest,
@@ -44,6 +40,15 @@ with workflow.unsafe.imports_passed_through():
         RulesChanged,
         SchedulerInput,
         SchedulerState,
+    )
+    from skyshift.contract.names import (
+        QUERY_DEPTH,
+        QUERY_STATE,
+        SIG_CAPACITY,
+        SIG_DEQUEUE,
+        SIG_ENQUEUE,
+        SIG_RULES,
+        WF_SCHEDULER,
     )
     from skyshift.workflows.common import (
         HEARTBEAT_TIMEOUT,
@@ -67,7 +72,7 @@ def order(e: QueueEntry) -> tuple[int, float, str]:
     return (-r.priority, r.created, r.key)
 
 
-@workflow.defn(name="SchedulerWorkflow")
+@workflow.defn(name=WF_SCHEDULER)
 class SchedulerWorkflow:
     @workflow.init
     def __init__(self, inp: SchedulerInput) -> None:
@@ -138,7 +143,7 @@ class SchedulerWorkflow:
         if self.queue:
             self.epoch += 1
 
-    @workflow.query(name="state")
+    @workflow.query(name=QUERY_STATE)
     def state(self) -> SchedulerState:
         return SchedulerState(list(self.queue.values()), list(self.reservations), self.epoch)
 
@@ -195,7 +200,7 @@ class SchedulerWorkflow:
         held = list(self.reservations)
         self.placing = {e.req.request.uid for e in batch}
         result: PlaceBatchResult = await workflow.execute_activity(
-            "place_batch", PlaceBatchInput(batch, list(self.reservations)),
+            act.PLACE_BATCH, PlaceBatchInput(batch, list(self.reservations)),
             result_type=PlaceBatchResult, start_to_close_timeout=PLACE_TIMEOUT,
             heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=STORE_RETRY,
         )

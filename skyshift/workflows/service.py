@@ -47,8 +47,19 @@ with workflow.unsafe.imports_passed_through():
         reached,
         target_ports,
     )
-    from skyshift.activities.service_types import (
+    from skyshift.contract import activity_names as act
+    from skyshift.contract.jobs import DeleteRequest, SpecChanged
+    from skyshift.contract.names import (
+        QUERY_STATE,
+        SIG_DELETE,
+        SIG_ENSURE,
         SIG_REFRESH,
+        SIG_SPEC,
+        WF_SERVICE,
+        service_workflow_id,
+        skylet_queue,
+    )
+    from skyshift.contract.services import (
         AddressesInput,
         AddressesResult,
         ApplyServiceInput,
@@ -66,15 +77,6 @@ with workflow.unsafe.imports_passed_through():
         ServiceTemplate,
         ServiceView,
         ServiceViewInput,
-        service_workflow_id,
-    )
-    from skyshift.activities.types import (
-        SIG_DELETE,
-        SIG_ENSURE,
-        SIG_SPEC,
-        DeleteRequest,
-        SpecChanged,
-        skylet_queue,
     )
     from skyshift.workflows.common import (
         CLUSTER,
@@ -104,7 +106,7 @@ def _selector_text(selector: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
 
 
-@workflow.defn(name="ServiceWorkflow")
+@workflow.defn(name=WF_SERVICE)
 class ServiceWorkflow:
     @workflow.init
     def __init__(self, inp: ServiceInput) -> None:
@@ -144,7 +146,7 @@ class ServiceWorkflow:
     def refresh(self, _: Refresh) -> None:
         self.poked = True
 
-    @workflow.query(name="state")
+    @workflow.query(name=QUERY_STATE)
     def state(self) -> ServiceState:
         return self.s
 
@@ -174,7 +176,7 @@ class ServiceWorkflow:
 
     async def _round(self) -> None:
         view: ServiceView = await workflow.execute_local_activity(
-            "service_view", ServiceViewInput(self.inp.namespace, dict(self.t.selector)),
+            act.SERVICE_VIEW, ServiceViewInput(self.inp.namespace, dict(self.t.selector)),
             result_type=ServiceView, start_to_close_timeout=STORE_TIMEOUT,
             retry_policy=STORE_RETRY,
         )
@@ -259,7 +261,7 @@ class ServiceWorkflow:
             s.touched.append(cluster)
         try:
             res: ApplyServiceResult = await workflow.execute_activity(
-                "apply_service", ApplyServiceInput(cluster, linked_spec(self.inp, self.t,
+                act.APPLY_SERVICE, ApplyServiceInput(cluster, linked_spec(self.inp, self.t,
                                                                         backends)),
                 result_type=ApplyServiceResult, task_queue=skylet_queue(cluster),
                 start_to_close_timeout=SKYLET_TIMEOUT,
@@ -324,7 +326,7 @@ class ServiceWorkflow:
         balancer's health checks drop the dead ones)."""
         try:
             got: AddressesResult = await workflow.execute_activity(
-                "replica_addresses", AddressesInput(cluster, sorted(uids), ports),
+                act.REPLICA_ADDRESSES, AddressesInput(cluster, sorted(uids), ports),
                 result_type=AddressesResult, task_queue=skylet_queue(cluster),
                 schedule_to_start_timeout=timedelta(seconds=10),
                 start_to_close_timeout=timedelta(seconds=30), retry_policy=ADDRESS_RETRY,
@@ -349,7 +351,7 @@ class ServiceWorkflow:
             s.touched.append(target)  # an apply that times out may still have created it
         try:
             res: ApplyServiceResult = await workflow.execute_activity(
-                "apply_service", ApplyServiceInput(target, spec), result_type=ApplyServiceResult,
+                act.APPLY_SERVICE, ApplyServiceInput(target, spec), result_type=ApplyServiceResult,
                 task_queue=skylet_queue(target), start_to_close_timeout=SKYLET_TIMEOUT,
                 schedule_to_close_timeout=timedelta(seconds=self.inp.config.apply_timeout),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
@@ -382,7 +384,7 @@ class ServiceWorkflow:
     async def _delete_on(self, cluster: str) -> bool:
         try:
             await workflow.execute_activity(
-                "delete_service", DeleteServiceInput(cluster, self.inp.namespace, self.inp.name),
+                act.DELETE_SERVICE, DeleteServiceInput(cluster, self.inp.namespace, self.inp.name),
                 task_queue=skylet_queue(cluster), start_to_close_timeout=SKYLET_TIMEOUT,
                 schedule_to_close_timeout=timedelta(seconds=self.inp.config.teardown_timeout),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
@@ -405,7 +407,7 @@ class ServiceWorkflow:
                                       if c in s.endpoints})
         if w != self.endpoints_written:
             await workflow.execute_local_activity(
-                "write_endpoints", w, start_to_close_timeout=STORE_TIMEOUT,
+                act.WRITE_ENDPOINTS, w, start_to_close_timeout=STORE_TIMEOUT,
                 retry_policy=STORE_RETRY,
             )
             self.endpoints_written = w
@@ -424,7 +426,7 @@ class ServiceWorkflow:
         )
         if patch != self.written:
             await workflow.execute_local_activity(
-                "write_service_status", patch, start_to_close_timeout=STORE_TIMEOUT,
+                act.WRITE_SERVICE_STATUS, patch, start_to_close_timeout=STORE_TIMEOUT,
                 retry_policy=STORE_RETRY,
             )
             self.written = patch
@@ -443,7 +445,7 @@ class ServiceWorkflow:
     async def _reload(self) -> None:
         self.spec_dirty = False
         got: ReadServiceResult = await workflow.execute_local_activity(
-            "read_service", ReadServiceInput(self.inp.namespace, self.inp.name, self.inp.uid),
+            act.READ_SERVICE, ReadServiceInput(self.inp.namespace, self.inp.name, self.inp.uid),
             result_type=ReadServiceResult, start_to_close_timeout=STORE_TIMEOUT,
             retry_policy=STORE_RETRY,
         )
@@ -465,7 +467,7 @@ class ServiceWorkflow:
         for cluster in sorted({*s.touched, s.cluster} - {""}):
             await self._delete_on(cluster)
         await workflow.execute_local_activity(
-            "write_endpoints",
+            act.WRITE_ENDPOINTS,
             EndpointsWrite(self.inp.namespace, self.inp.name, self.inp.uid, remove=True),
             start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
         )

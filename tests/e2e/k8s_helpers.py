@@ -24,10 +24,10 @@ from typing import Any
 
 import httpx
 
-from skyshift.activities.types import replica_name
 from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
 from skyshift.compat.kubernetes_objects import JOB_UID, MANAGED_SELECTOR, RANK
+from skyshift.contract.jobs import replica_name
 from skyshift.devstack.sim_k8s import SimK8sCluster
 from tests.fixtures.stack import DevStack
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from skyshift.activities.provision_plan import sky_name
-from skyshift.activities.types import replica_name
 from skyshift.compat.base import create_manager
+from skyshift.contract.jobs import replica_name
+from skyshift.contract.provision import sky_name
 from tests.fixtures.temporal import LifecycleStack
 from tests.integration.test_provision_lifecycle import create, gone, status_where
 

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from skyshift.activities.types import replica_name
 from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
+from skyshift.contract.jobs import replica_name
 from skyshift.devstack.sim_ray import SimRayCluster
 from tests.fixtures.auth import admin_token
 from tests.fixtures.stack import DevStack, stack_up

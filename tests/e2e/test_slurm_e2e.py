@@ -32,9 +32,10 @@ import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from skyshift.activities.types import cluster_workflow_id, replica_name
 from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
+from skyshift.contract.jobs import replica_name
+from skyshift.contract.names import cluster_workflow_id
 from skyshift.devstack.sim_slurm import SimSlurmCluster
 from tests.fixtures.auth import admin_token
 from tests.fixtures.stack import DevStack, stack_up

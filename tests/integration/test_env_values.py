@@ -61,8 +61,8 @@ async def test_submit_reads_values_of_this_job_only(store: Any) -> None:
 
     from skyshift.activities.clusters import with_env_values
     from skyshift.activities.envs import redact
-    from skyshift.activities.types import JobRef
     from skyshift.compat.types import ReplicaSpec
+    from skyshift.contract.jobs import JobRef
 
     await store.create("jobs", {
         "apiVersion": "skyshift.io/v1", "kind": "Job",

@@ -78,7 +78,8 @@ async def test_service_history_replays(lifecycle_stack: LifecycleStack) -> None:
     ``service_linked_pre_mesh.json`` is this same test recorded on the code before copies on
     linked clusters (the ``service-on-linked-clusters`` patch), which must replay too."""
     from skyshift.activities import spawn
-    from skyshift.activities.service_types import SIG_REFRESH, Refresh, service_workflow_id
+    from skyshift.contract.names import SIG_REFRESH, service_workflow_id
+    from skyshift.contract.services import Refresh
     from tests.fixtures.require import require_binary
     from tests.integration.test_service_lifecycle import add_service, delete_and_wait_gone
 

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from skyshift.activities import spawn
-from skyshift.activities.service_types import SIG_REFRESH, Refresh, service_workflow_id
 from skyshift.compat import local_proc
+from skyshift.contract.names import SIG_REFRESH, service_workflow_id
+from skyshift.contract.services import Refresh
 from tests.fixtures.require import require_binary
 from tests.fixtures.temporal import LifecycleStack
 from tests.integration.test_service_lifecycle import add_service, delete_and_wait_gone

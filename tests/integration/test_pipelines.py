@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from skyshift.activities import spawn
-from skyshift.activities.types import replica_name
+from skyshift.contract.jobs import replica_name
 from tests.fixtures.temporal import LifecycleStack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]

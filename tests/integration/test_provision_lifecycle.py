@@ -23,8 +23,8 @@ import pytest
 import pytest_asyncio
 
 from skyshift.activities import provisioning, starter
-from skyshift.activities.provision_plan import BACKOFF_ENV, MINUTE_ENV, sky_name
 from skyshift.compat import base as compat_base
+from skyshift.contract.provision import BACKOFF_ENV, MINUTE_ENV, sky_name
 from skyshift.models.cluster import Cluster
 from tests.fixtures.temporal import LifecycleStack, _now
 from tests.integration.provision_fake import STATE_ENV, FileProvisioner, local_for

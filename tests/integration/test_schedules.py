@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from skyshift.activities import spawn, starter
-from skyshift.activities.pipeline_types import SCHEDULE_LABEL
+from skyshift.contract.pipelines import SCHEDULE_LABEL
 from tests.fixtures.temporal import LifecycleStack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]

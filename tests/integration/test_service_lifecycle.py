@@ -14,7 +14,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
-from skyshift.activities.service_types import service_workflow_id
+from skyshift.contract.names import service_workflow_id
 from skyshift.devstack.sim_slurm import SimSlurmCluster
 from skyshift.models.meta import now_iso
 from skyshift.workers.control import WORKFLOWS

@@ -13,8 +13,8 @@ from typing import Any
 from skyshift.activities.clusters import ClusterContext
 from skyshift.activities.scheduling import cluster_infos
 from skyshift.activities.sync import SkyletWithSync, SyncConfig, Syncer
-from skyshift.activities.types import SyncInput
 from skyshift.compat.types import ClusterState, NodeState
+from skyshift.contract.jobs import SyncInput
 from skyshift.models.cluster import Cluster
 from skyshift.models.quantity import Resources
 from skyshift.scheduler import Filter, JobRequest, schedule_batch

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from skyshift.activities.convert import cluster_input, manager_config
-from skyshift.activities.provision_plan import plan_of, sky_name
 from skyshift.cli.main import cli
+from skyshift.contract.provision import plan_of, sky_name
 from skyshift.models.cluster import Cluster, ClusterSpec
 from skyshift.models.quantity import Resources, parse_memory
 from skyshift.scheduler.growth import Growable, grow_for, per_node

@@ -9,7 +9,7 @@ from typing import Any
 
 from temporalio.converter import DataConverter
 
-from skyshift.activities.types import EnqueueRequest, JobStatusPatch
+from skyshift.contract.jobs import EnqueueRequest, JobStatusPatch
 from skyshift.models.quantity import Resources
 from skyshift.scheduler.types import JobRequest
 from skyshift.workers import payload_hints

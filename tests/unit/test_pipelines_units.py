@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from skyshift.activities.pipeline_types import JobEnd, PipelineState, StepDef, StepState
 from skyshift.cli.tables_flow import dag_table, pipeline_rows, schedule_rows, steps_summary
+from skyshift.contract.pipelines import JobEnd, PipelineState, StepDef, StepState
 from skyshift.models.params import substitute
 from skyshift.models.pipeline import find_cycle, step_job_name
 from skyshift.models.schedule import parse_duration, validate_cron

@@ -19,8 +19,8 @@ from typing import Any
 from skyshift.activities.clusters import ClusterContext
 from skyshift.activities.scheduling import cluster_infos
 from skyshift.activities.sync import SkyletWithSync, SyncConfig, Syncer
-from skyshift.activities.types import Reservation, SyncInput
 from skyshift.compat.types import ClusterState, NodeState, QueueState
+from skyshift.contract.jobs import Reservation, SyncInput
 from skyshift.models.cluster import Cluster
 from skyshift.models.quantity import Resources
 from skyshift.scheduler import ClusterInfo, JobRequest, NodeInfo, Preference, schedule_batch

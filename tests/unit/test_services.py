@@ -20,16 +20,16 @@ from skyshift.activities.service_store import (
     apply_service_patch,
     endpoints_object,
 )
-from skyshift.activities.service_types import (
+from skyshift.compat import services
+from skyshift.compat.errors import Unsupported
+from skyshift.compat.kubernetes_services import service_manifest, service_status
+from skyshift.compat.types import ServicePort, ServiceSpec
+from skyshift.contract.services import (
     EndpointsWrite,
     ServiceStatusPatch,
     ServiceTemplate,
     ServiceView,
 )
-from skyshift.compat import services
-from skyshift.compat.errors import Unsupported
-from skyshift.compat.kubernetes_services import service_manifest, service_status
-from skyshift.compat.types import ServicePort, ServiceSpec
 from skyshift.models.endpoints import Endpoints
 from skyshift.models.service import Service
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from skyshift.activities.clusters import ClusterContext
 from skyshift.activities.sync import SkyletWithSync, SyncConfig, Syncer
-from skyshift.activities.types import SIG_CAPACITY, CapacityChanged
 from skyshift.compat.types import ReplicaStatus
+from skyshift.contract.jobs import CapacityChanged
+from skyshift.contract.names import SIG_CAPACITY
 from tests.unit.test_sync_report_cancelled import FakeClient, FakeStore
 
 

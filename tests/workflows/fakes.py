@@ -21,8 +21,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from skyshift.activities.scheduling import cluster_infos
-from skyshift.activities.types import (
-    CONTROL_QUEUE,
+from skyshift.contract import activity_names as act
+from skyshift.contract.jobs import (
     ClusterJobsInput,
     ClusterStatusPatch,
     DeleteReplicasInput,
@@ -43,8 +43,8 @@ from skyshift.activities.types import (
     SyncResult,
     TeardownInput,
     TeardownResult,
-    skylet_queue,
 )
+from skyshift.contract.names import CONTROL_QUEUE, skylet_queue
 from skyshift.models.quantity import Resources
 from skyshift.scheduler import schedule_batch
 from skyshift.workflows.cluster import ClusterWorkflow
@@ -79,41 +79,41 @@ class Fakes:
 
     # ---- control queue ---------------------------------------------------------------------
 
-    @activity.defn(name="enqueue_job")
+    @activity.defn(name=act.ENQUEUE_JOB)
     async def enqueue_job(self, req: EnqueueRequest) -> None:
         self.calls.append(("enqueue_job", req))
 
-    @activity.defn(name="dequeue_job")
+    @activity.defn(name=act.DEQUEUE_JOB)
     async def dequeue_job(self, req: DequeueRequest) -> None:
         self.calls.append(("dequeue_job", req))
 
-    @activity.defn(name="write_job_status")
+    @activity.defn(name=act.WRITE_JOB_STATUS)
     async def write_job_status(self, patch: JobStatusPatch) -> bool:
         self.calls.append(("write_job_status", patch))
         return True
 
-    @activity.defn(name="read_job")
+    @activity.defn(name=act.READ_JOB)
     async def read_job(self, inp: ReadJobInput) -> ReadJobResult:
         self.calls.append(("read_job", inp))
         assert self.read_result is not None
         return self.read_result
 
-    @activity.defn(name="remove_object")
+    @activity.defn(name=act.REMOVE_OBJECT)
     async def remove_object(self, inp: RemoveObjectInput) -> bool:
         self.calls.append(("remove_object", inp))
         return True
 
-    @activity.defn(name="write_cluster_status")
+    @activity.defn(name=act.WRITE_CLUSTER_STATUS)
     async def write_cluster_status(self, patch: ClusterStatusPatch) -> bool:
         self.calls.append(("write_cluster_status", patch))
         return True
 
-    @activity.defn(name="notify_cluster_jobs")
+    @activity.defn(name=act.NOTIFY_CLUSTER_JOBS)
     async def notify_cluster_jobs(self, inp: ClusterJobsInput) -> int:
         self.calls.append(("notify_cluster_jobs", inp))
         return 0
 
-    @activity.defn(name="place_batch")
+    @activity.defn(name=act.PLACE_BATCH)
     async def place_batch(self, inp: PlaceBatchInput) -> PlaceBatchResult:
         self.calls.append(("place_batch", inp))
         objs = [
@@ -132,7 +132,7 @@ class Fakes:
 
     # ---- skylet queues ---------------------------------------------------------------------
 
-    @activity.defn(name="submit_replicas")
+    @activity.defn(name=act.SUBMIT_REPLICAS)
     async def submit_replicas(self, inp: SubmitInput) -> SubmitResult:
         self.calls.append(("submit_replicas", inp))
         if self.submit_error:
@@ -141,12 +141,12 @@ class Fakes:
             ReplicaUpdate(s.name, s.rank, s.attempt, self.submit_state) for s in inp.replicas
         ])
 
-    @activity.defn(name="delete_replicas")
+    @activity.defn(name=act.DELETE_REPLICAS)
     async def delete_replicas(self, inp: DeleteReplicasInput) -> DeleteReplicasResult:
         self.calls.append(("delete_replicas", inp))
         return DeleteReplicasResult(list(inp.names))
 
-    @activity.defn(name="sync_cluster")
+    @activity.defn(name=act.SYNC_CLUSTER)
     async def sync_cluster(self, inp: SyncInput) -> SyncResult:
         self.calls.append(("sync_cluster", inp))
         if self.sync_results:
@@ -155,7 +155,7 @@ class Fakes:
             activity.heartbeat()
             await asyncio.sleep(0.05)
 
-    @activity.defn(name="teardown_cluster")
+    @activity.defn(name=act.TEARDOWN_CLUSTER)
     async def teardown_cluster(self, inp: TeardownInput) -> TeardownResult:
         self.calls.append(("teardown_cluster", inp))
         return TeardownResult(["job/ns/x"], 2, "deleted 2 replicas")

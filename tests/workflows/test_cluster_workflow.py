@@ -8,14 +8,8 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from skyshift.activities.types import (
-    SIG_DELETE,
-    SIG_SPEC,
-    ClusterInput,
-    DeleteRequest,
-    SpecChanged,
-    SyncResult,
-)
+from skyshift.contract.jobs import ClusterInput, DeleteRequest, SpecChanged, SyncResult
+from skyshift.contract.names import SIG_DELETE, SIG_SPEC
 from skyshift.workflows.cluster import ClusterWorkflow
 from tests.workflows.fakes import STARTED, Fakes, unique, workers
 

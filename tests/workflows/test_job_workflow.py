@@ -8,12 +8,7 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from skyshift.activities.types import (
-    SIG_CLUSTER,
-    SIG_ENSURE,
-    SIG_PLACED,
-    SIG_REPLICAS,
-    SIG_SPEC,
+from skyshift.contract.jobs import (
     ClusterEvent,
     JobConfig,
     JobInput,
@@ -26,6 +21,7 @@ from skyshift.activities.types import (
     SpecChanged,
     replica_name,
 )
+from skyshift.contract.names import SIG_CLUSTER, SIG_ENSURE, SIG_PLACED, SIG_REPLICAS, SIG_SPEC
 from skyshift.workflows.job import JobWorkflow
 from tests.workflows.fakes import STARTED, Fakes, cpus, unique, workers
 

@@ -17,8 +17,20 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from skyshift.activities.service_types import (
+from skyshift.compat.services import unsupported
+from skyshift.compat.types import ServicePort, ServiceStatus
+from skyshift.contract import activity_names as act
+from skyshift.contract.jobs import DeleteRequest, RemoveObjectInput, SpecChanged
+from skyshift.contract.names import (
+    CONTROL_QUEUE,
+    SIG_DELETE,
+    SIG_ENSURE,
     SIG_REFRESH,
+    SIG_SPEC,
+    service_workflow_id,
+    skylet_queue,
+)
+from skyshift.contract.services import (
     AddressesInput,
     AddressesResult,
     ApplyServiceInput,
@@ -35,20 +47,7 @@ from skyshift.activities.service_types import (
     ServiceTemplate,
     ServiceView,
     ServiceViewInput,
-    service_workflow_id,
 )
-from skyshift.activities.types import (
-    CONTROL_QUEUE,
-    SIG_DELETE,
-    SIG_ENSURE,
-    SIG_SPEC,
-    DeleteRequest,
-    RemoveObjectInput,
-    SpecChanged,
-    skylet_queue,
-)
-from skyshift.compat.services import unsupported
-from skyshift.compat.types import ServicePort, ServiceStatus
 from skyshift.workflows.service import ServiceWorkflow
 from tests.workflows.fakes import STARTED, unique
 
@@ -76,33 +75,33 @@ class ServiceFakes:
             await asyncio.sleep(0.02)
         return self.of(name)
 
-    @activity.defn(name="service_view")
+    @activity.defn(name=act.SERVICE_VIEW)
     async def service_view(self, inp: ServiceViewInput) -> ServiceView:
         self.calls.append(("service_view", inp))
         return self.view
 
-    @activity.defn(name="read_service")
+    @activity.defn(name=act.READ_SERVICE)
     async def read_service(self, inp: ReadServiceInput) -> ReadServiceResult:
         self.calls.append(("read_service", inp))
         assert self.read_result is not None
         return self.read_result
 
-    @activity.defn(name="write_service_status")
+    @activity.defn(name=act.WRITE_SERVICE_STATUS)
     async def write_service_status(self, patch: ServiceStatusPatch) -> bool:
         self.calls.append(("write_service_status", patch))
         return True
 
-    @activity.defn(name="write_endpoints")
+    @activity.defn(name=act.WRITE_ENDPOINTS)
     async def write_endpoints(self, w: EndpointsWrite) -> bool:
         self.calls.append(("write_endpoints", w))
         return True
 
-    @activity.defn(name="remove_object")
+    @activity.defn(name=act.REMOVE_OBJECT)
     async def remove_object(self, inp: RemoveObjectInput) -> bool:
         self.calls.append(("remove_object", inp))
         return True
 
-    @activity.defn(name="apply_service")
+    @activity.defn(name=act.APPLY_SERVICE)
     async def apply_service(self, inp: ApplyServiceInput) -> ApplyServiceResult:
         self.calls.append(("apply_service", inp))
         if inp.cluster in self.no_services:
@@ -112,11 +111,11 @@ class ServiceFakes:
         return ApplyServiceResult.of(ServiceStatus(inp.spec.name, inp.spec.namespace,
                                                    cluster_ip=f"10.0.0.{self.ip}"))
 
-    @activity.defn(name="delete_service")
+    @activity.defn(name=act.DELETE_SERVICE)
     async def delete_service(self, inp: DeleteServiceInput) -> None:
         self.calls.append(("delete_service", inp))
 
-    @activity.defn(name="replica_addresses")
+    @activity.defn(name=act.REPLICA_ADDRESSES)
     async def replica_addresses(self, inp: AddressesInput) -> AddressesResult:
         self.calls.append(("replica_addresses", inp))
         return AddressesResult(dict(self.addresses.get(inp.cluster, {})))
@@ -325,7 +324,7 @@ async def test_continues_as_new_keeping_state(workflow_env: WorkflowEnvironment)
 class UnreachableFakes(ServiceFakes):
     """A cluster that never answers: every delete there fails as a connection error would."""
 
-    @activity.defn(name="delete_service")
+    @activity.defn(name=act.DELETE_SERVICE)
     async def delete_service(self, inp: DeleteServiceInput) -> None:
         self.calls.append(("delete_service", inp))
         raise ApplicationError(f"cluster {inp.cluster} unreachable: connection refused")

@@ -1,65 +1,18 @@
-"""Names and payloads shared by the workflows, the activities and the API-side starter.
-
-Everything that crosses a Temporal boundary (workflow input, signal, query, activity argument or
-result) is one plain dataclass defined here, so the three sides agree on one definition and
-Temporal's default JSON converter round-trips it. Rules: only str/int/float/bool/None, lists,
-dicts and nested dataclasses; every field added later gets a default so histories recorded with
-older payloads still decode (the replay test under tests/workflows/histories/ checks this).
-
-Identifiers are readable (DESIGN.md, Lifecycles): ``job/<ns>/<name>``, ``cluster/<name>``,
-``scheduler``; the object's uid travels in the memo and in every payload that acts on an object,
-so a workflow never acts on a newer object that reuses the name.
-"""
-
+"""Payloads of the Job, Cluster and Scheduler lifecycles and of the skylet's activities
+(the rules are in :mod:`skyshift.contract`)."""
 
 from dataclasses import dataclass, field
 
-from temporalio.common import SearchAttributeKey
-
-from skyshift.activities.provision_plan import ProvisionState
 from skyshift.compat.types import ReplicaSpec
+from skyshift.contract.provision import ProvisionState
 from skyshift.models.quantity import Resources
 from skyshift.scheduler.types import Filter, JobRequest, Preference
-
-CONTROL_QUEUE = "skyshift-control"
-
-# search attributes of every SkyShift workflow (registered by the dev stack and `skyshift up`)
-KIND = SearchAttributeKey.for_keyword("SkyShiftKind")
-NAMESPACE = SearchAttributeKey.for_keyword("SkyShiftNamespace")
-PHASE = SearchAttributeKey.for_keyword("SkyShiftPhase")
-CLUSTER = SearchAttributeKey.for_keyword("SkyShiftCluster")
-SCHEDULER_ID = "scheduler"
-
-# signal names (one payload dataclass each, named in the comment)
-SIG_PLACED = "placed"  # scheduler -> job: Placement
-SIG_REPLICAS = "replicas_changed"  # skylet -> job: ReplicaReport
-SIG_CLUSTER = "cluster_event"  # skylet / cluster -> job: ClusterEvent
-SIG_SPEC = "spec_changed"  # API -> job / cluster: SpecChanged
-SIG_DELETE = "delete"  # API -> job / cluster: DeleteRequest
-SIG_ENSURE = "ensure"  # reconciler -> job: JobInput (a newer object reusing the name)
-SIG_ENQUEUE = "enqueue"  # job -> scheduler: EnqueueRequest
-SIG_DEQUEUE = "dequeue"  # job -> scheduler: DequeueRequest
-SIG_CAPACITY = "capacity"  # skylet -> scheduler: CapacityChanged
-SIG_RULES = "rules_changed"  # control worker -> scheduler: RulesChanged
-QUERY_DEPTH = "depth"  # metrics -> scheduler: how many jobs are queued (int)
 
 # replica states as the job workflow tracks them (compat states plus two of its own)
 PENDING, RUNNING, UNKNOWN = "Pending", "Running", "Unknown"
 SUCCEEDED, FAILED = "Succeeded", "Failed"
 UNPLACED = "Unplaced"  # waiting for the scheduler
 RESTARTING = "Restarting"  # waiting for the restart backoff to pass
-
-
-def job_workflow_id(namespace: str, name: str) -> str:
-    return f"job/{namespace}/{name}"
-
-
-def cluster_workflow_id(name: str) -> str:
-    return f"cluster/{name}"
-
-
-def skylet_queue(cluster: str) -> str:
-    return f"skylet-{cluster}"
 
 
 def uid8(uid: str) -> str:

@@ -1,4 +1,4 @@
-"""Names and payloads of the Pipeline and Schedule lifecycles (rules of :mod:`.types`).
+"""Payloads and labels of the Pipeline and Schedule lifecycles (rules: :mod:`skyshift.contract`).
 
 A step's Job (or a scheduled run's Job/Pipeline) carries its owner's workflow id in the
 ``skyshift.io/owner-workflow`` annotation; when it ends, its lifecycle sends that workflow the
@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SIG_CHILD_ENDED = "child_ended"  # job / pipeline -> owner workflow: ChildEnded
-
 OWNER_ANNOTATION = "skyshift.io/owner-workflow"
 OWNER_UID_ANNOTATION = "skyshift.io/owner-uid"
 PIPELINE_LABEL = "skyshift.io/pipeline"
@@ -22,15 +20,6 @@ SCHEDULED_TIME_ANNOTATION = "skyshift.io/scheduled-time"
 
 STEP_TERMINAL = ("Succeeded", "Failed", "Skipped", "Cancelled")
 PIPELINE_TERMINAL = ("Succeeded", "Failed", "Cancelled")
-
-
-def pipeline_workflow_id(namespace: str, name: str) -> str:
-    return f"pipeline/{namespace}/{name}"
-
-
-def schedule_workflow_id(namespace: str, name: str) -> str:
-    """Both the ScheduleWorkflow's id and the Temporal Schedule's (they do not collide)."""
-    return f"schedule/{namespace}/{name}"
 
 
 def schedule_run_prefix(namespace: str, name: str) -> str:

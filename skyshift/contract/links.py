@@ -1,12 +1,8 @@
-"""Names and payloads of the Link lifecycle (rules of :mod:`.types`)."""
+"""Payloads of the Link lifecycle (the rules are in :mod:`skyshift.contract`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-
-def link_workflow_id(name: str) -> str:
-    return f"link/{name}"
 
 
 @dataclass

@@ -1,8 +1,6 @@
 """Payloads of the Service lifecycle (workflow input, state, activity arguments and results).
 
-The services' share of :mod:`skyshift.activities.types`, in a module of its own so that one stays
-readable; the same rules hold: plain dataclasses only, every field added later gets a default so
-recorded histories still decode.
+The rules are in :mod:`skyshift.contract`.
 """
 
 from __future__ import annotations
@@ -10,12 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from skyshift.compat.types import ServicePort, ServiceSpec, ServiceStatus
-
-SIG_REFRESH = "refresh"  # anyone -> service: look at the matching jobs now (Refresh)
-
-
-def service_workflow_id(namespace: str, name: str) -> str:
-    return f"service/{namespace}/{name}"
 
 
 @dataclass

@@ -16,7 +16,6 @@ from typing import Any
 
 from skyshift.compat.provision_types import LaunchRequest, NodeShape
 
-SIG_SCALE = "scale"  # scheduler -> cluster: ScaleRequest
 #: seconds between two launch attempts on one infra (doubled each time, at most 60 s)
 BACKOFF_ENV = "SKYSHIFT_PROVISION_BACKOFF"
 #: seconds in one of idleMinutes' minutes (60; tests shorten it so idle teardown is seen fast)

@@ -1,0 +1,89 @@
+"""Every name SkyShift's processes agree on through Temporal: task queues, workflow ids and
+types, signals, queries and search attributes (activity names: :mod:`.activity_names`).
+
+A name here is part of recorded histories and of running workflows: renaming one breaks them.
+Identifiers are readable (DESIGN.md, Lifecycles): ``job/<ns>/<name>``, ``cluster/<name>``,
+``scheduler``; the object's uid travels in the memo and in every payload that acts on an object,
+so a workflow never acts on a newer object that reuses the name.
+"""
+
+from __future__ import annotations
+
+from temporalio.common import SearchAttributeKey
+
+# ---- task queues ----------------------------------------------------------------------------
+
+CONTROL_QUEUE = "skyshift-control"
+
+
+def skylet_queue(cluster: str) -> str:
+    return f"skylet-{cluster}"
+
+
+# ---- workflow types and ids -----------------------------------------------------------------
+
+WF_JOB = "JobWorkflow"
+WF_CLUSTER = "ClusterWorkflow"
+WF_SCHEDULER = "SchedulerWorkflow"
+WF_SERVICE = "ServiceWorkflow"
+WF_LINK = "LinkWorkflow"
+WF_PIPELINE = "PipelineWorkflow"
+WF_SCHEDULE = "ScheduleWorkflow"
+WF_SCHEDULED_RUN = "ScheduledRunWorkflow"
+WF_REPLICA_OP = "ReplicaOpWorkflow"
+
+SCHEDULER_ID = "scheduler"
+
+
+def job_workflow_id(namespace: str, name: str) -> str:
+    return f"job/{namespace}/{name}"
+
+
+def cluster_workflow_id(name: str) -> str:
+    return f"cluster/{name}"
+
+
+def service_workflow_id(namespace: str, name: str) -> str:
+    return f"service/{namespace}/{name}"
+
+
+def link_workflow_id(name: str) -> str:
+    return f"link/{name}"
+
+
+def pipeline_workflow_id(namespace: str, name: str) -> str:
+    return f"pipeline/{namespace}/{name}"
+
+
+def schedule_workflow_id(namespace: str, name: str) -> str:
+    """Both the ScheduleWorkflow's id and the Temporal Schedule's (they do not collide)."""
+    return f"schedule/{namespace}/{name}"
+
+
+# ---- signals (one payload dataclass each, named in the comment) and queries -----------------
+
+SIG_PLACED = "placed"  # scheduler -> job: Placement
+SIG_REPLICAS = "replicas_changed"  # skylet -> job: ReplicaReport
+SIG_CLUSTER = "cluster_event"  # skylet / cluster -> job: ClusterEvent
+SIG_SPEC = "spec_changed"  # API -> job / cluster: SpecChanged
+SIG_DELETE = "delete"  # API -> job / cluster: DeleteRequest
+SIG_ENSURE = "ensure"  # reconciler -> job: JobInput (a newer object reusing the name)
+SIG_ENQUEUE = "enqueue"  # job -> scheduler: EnqueueRequest
+SIG_DEQUEUE = "dequeue"  # job -> scheduler: DequeueRequest
+SIG_CAPACITY = "capacity"  # skylet -> scheduler: CapacityChanged
+SIG_RULES = "rules_changed"  # control worker -> scheduler: RulesChanged
+SIG_SCALE = "scale"  # scheduler -> cluster: ScaleRequest
+SIG_REFRESH = "refresh"  # anyone -> service: look at the matching jobs now (Refresh)
+SIG_CHILD_ENDED = "child_ended"  # job / pipeline -> owner workflow: ChildEnded
+
+QUERY_STATE = "state"  # -> job / service / scheduler / pipeline: its state dataclass
+QUERY_PHASE = "phase"  # -> cluster: its phase (str)
+QUERY_DEPTH = "depth"  # metrics -> scheduler: how many jobs are queued (int)
+
+# ---- search attributes of every SkyShift workflow (registered by the dev stack and `up`) ----
+
+KIND = SearchAttributeKey.for_keyword("SkyShiftKind")
+NAMESPACE = SearchAttributeKey.for_keyword("SkyShiftNamespace")
+PHASE = SearchAttributeKey.for_keyword("SkyShiftPhase")
+CLUSTER = SearchAttributeKey.for_keyword("SkyShiftCluster")
+SEARCH_ATTRIBUTES = (KIND, NAMESPACE, PHASE, CLUSTER)
