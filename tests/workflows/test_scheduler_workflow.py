@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import pytest
@@ -10,10 +11,8 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from skyshift.activities.types import (
-    SIG_CAPACITY,
-    SIG_DEQUEUE,
-    SIG_ENQUEUE,
+from skyshift.contract import activity_names as act
+from skyshift.contract.jobs import (
     CapacityChanged,
     DequeueRequest,
     EnqueueRequest,
@@ -24,6 +23,7 @@ from skyshift.activities.types import (
     SchedulerInput,
     SchedulerState,
 )
+from skyshift.contract.names import SIG_CAPACITY, SIG_DEQUEUE, SIG_ENQUEUE
 from skyshift.scheduler.types import JobRequest
 from skyshift.workflows.scheduler import SchedulerWorkflow
 from tests.workflows.fakes import STARTED, Fakes, cpus, unique, workers
@@ -51,12 +51,15 @@ async def start(client: Client, queue: str, cfg: SchedulerConfig | None = None,
 
 
 async def settle(h: WorkflowHandle[SchedulerWorkflow, None], queued: int) -> SchedulerState:
-    for _ in range(200):
+    """The state once ``queued`` jobs wait and each was tried (30 s at most: a loaded machine)."""
+    deadline = time.monotonic() + 30
+    while True:
         state = await h.query(SchedulerWorkflow.state)
         if len(state.queue) == queued and all(e.tried_epoch >= 0 for e in state.queue):
             return state
+        if time.monotonic() > deadline:
+            raise AssertionError(f"queue did not settle: {state}")
         await asyncio.sleep(0.02)
-    raise AssertionError(f"queue did not settle: {state}")
 
 
 async def test_priority_then_fifo_in_one_batch(workflow_env: WorkflowEnvironment) -> None:
@@ -236,7 +239,7 @@ class GatedFakes(Fakes):
 
     gate: asyncio.Event  # set by the test
 
-    @activity.defn(name="place_batch")
+    @activity.defn(name=act.PLACE_BATCH)
     async def place_batch(self, inp: PlaceBatchInput) -> PlaceBatchResult:
         result = await Fakes.place_batch(self, inp)
         await self.gate.wait()
