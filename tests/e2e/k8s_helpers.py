@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import ssl
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -29,7 +27,7 @@ from skyshift.client.errors import ApiError
 from skyshift.compat.kubernetes_objects import JOB_UID, MANAGED_SELECTOR, RANK
 from skyshift.contract.jobs import replica_name
 from skyshift.devstack.sim_k8s import SimK8sCluster
-from tests.fixtures.stack import DevStack
+from tests.fixtures.stack import DevStack, skyctl_argv
 
 Obj = dict[str, Any]
 K8S_NAMESPACE = "skyshift"  # the adapter's default: every replica of every job goes there
@@ -74,11 +72,6 @@ def expected_spread(room: dict[str, int], replicas: int,
         left -= out[c]
     assert left == 0, f"{replicas} replicas do not fit in {room}"
     return out
-
-
-def skyctl_argv() -> list[str]:
-    path = shutil.which("skyctl")
-    return [path] if path else [sys.executable, "-m", "skyshift.cli.main"]
 
 
 @dataclass

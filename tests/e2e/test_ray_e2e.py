@@ -3,8 +3,8 @@
 A private ``skyshift up`` (Temporal dev server, etcd, API with auth on, control worker, skylet
 manager and its ``local`` cluster) on free ports, Ray heads started through ``skyshift sim ray``
 (``tests.fixtures.ray``), and everything done the way a user does it: Cluster and Job objects
-created through the API with the admin token, logs through the API (what ``skyctl logs``
-calls), and what Ray itself says read with its own ``JobSubmissionClient``.
+created through the API with the admin token, logs through the API and ``skyctl logs``, and
+what Ray itself says read with its own ``JobSubmissionClient``.
 
 Clusters get labels (``e2e=<name>``) and every job filters on them, so each test knows where its
 replicas may go. Every wait is a poll with a deadline; nothing asserts how long something took.
@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -28,7 +30,7 @@ from skyshift.client.errors import ApiError
 from skyshift.contract.jobs import replica_name
 from skyshift.devstack.sim_ray import SimRayCluster
 from tests.fixtures.auth import admin_token
-from tests.fixtures.stack import DevStack, stack_up
+from tests.fixtures.stack import DevStack, skyctl_argv, stack_up
 
 pytest_plugins = ["tests.fixtures.ray"]
 pytestmark = pytest.mark.integration
@@ -45,6 +47,7 @@ def ray_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
 class E2E:
     stack: DevStack
     api: AsyncSkyShiftClient
+    token: str
     jobs: list[str] = field(default_factory=list)
     clusters: list[str] = field(default_factory=list)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:5])
@@ -70,6 +73,18 @@ class E2E:
         })
         self.jobs.append(name)
         return obj
+
+    async def skyctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``skyctl ARGS`` as a user runs it (a home of its own, the stack's server and token)."""
+        home = self.stack.home / "skyctl-user"
+        home.mkdir(exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if k != "SKYSHIFT_DEBUG"}
+        env.update(SKYSHIFT_HOME=str(home), SKYSHIFT_SERVER=self.stack.api_url,
+                   SKYSHIFT_TOKEN=self.token)
+        return await asyncio.to_thread(
+            subprocess.run, [*skyctl_argv(), *args], env=env, cwd=home, capture_output=True,
+            text=True, timeout=120, stdin=subprocess.DEVNULL,
+        )
 
     async def get(self, kind: str, name: str) -> Obj | None:
         try:
@@ -122,7 +137,7 @@ def ray_jobs(sim: SimRayCluster) -> dict[str, str]:
 async def e2e(ray_stack: DevStack) -> AsyncIterator[E2E]:
     token = admin_token(ray_stack.api_url, ray_stack.home)
     api = AsyncSkyShiftClient(ray_stack.api_url, token=token, namespace="default", timeout=60)
-    env = E2E(ray_stack, api)
+    env = E2E(ray_stack, api, token)
     try:
         await env.phase("clusters", "local", "Ready")
         await api.patch("clusters", "local", None, {"metadata": {"labels": {"e2e": "local"}}})
@@ -160,10 +175,13 @@ async def test_job_spreads_over_local_and_ray_with_logs(e2e: E2E,
     on_ray_jobs = {k: v for k, v in ray_jobs(ray_cluster).items() if k in names}
     assert len(on_ray_jobs) == placement["e2e-ray"]
     assert set(on_ray_jobs.values()) == {"SUCCEEDED"}
-    # logs the way `skyctl logs` gets them, from both clusters
+    # logs from both clusters, through the API and through `skyctl logs` itself
     logs = await e2e.api.logs(name)
+    cli = await e2e.skyctl("logs", name)
+    assert cli.returncode == 0, cli.stderr
     for rank, replica in enumerate(names):
         assert f"==> {replica} <==\nrank {rank} on {replica}\n" in logs
+        assert f"==> {replica} <==\nrank {rank} on {replica}\n" in cli.stdout
 
 
 async def test_killed_ray_head_fails_over_to_local(e2e: E2E,
