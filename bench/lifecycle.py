@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._util import write_result
 from skyshift.activities import starter
 from skyshift.config import Settings
+from skyshift.contract.client import connect
 from skyshift.models.meta import now_iso
 from skyshift.store import ObjectStore
 
@@ -318,7 +319,7 @@ async def main(args: argparse.Namespace, tmp: Path, procs: list[Any]) -> None:
     settings = Settings.from_env()
     store = ObjectStore(settings.etcd_endpoints, settings.store_prefix)
     await store.connect()
-    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+    client = await connect(settings.temporal_address, settings.temporal_namespace)
     bench = Bench(store, client, tmp / "clusters", stack_pids(procs))
     watcher = asyncio.create_task(bench.watch_running())
     try:

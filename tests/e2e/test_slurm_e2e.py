@@ -34,6 +34,7 @@ from temporalio.client import Client
 
 from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
+from skyshift.contract.client import connect
 from skyshift.contract.jobs import replica_name
 from skyshift.contract.names import cluster_workflow_id
 from skyshift.devstack.sim_slurm import SimSlurmCluster
@@ -212,7 +213,7 @@ async def e2e(
     stack's own ``local`` cluster labelled ``e2e=local``."""
     token = admin_token(e2e_stack.api_url, e2e_stack.home)
     api = AsyncSkyShiftClient(e2e_stack.api_url, token=token, namespace="default", timeout=60)
-    env = E2E(e2e_stack, api, await Client.connect(e2e_stack.temporal_address),
+    env = E2E(e2e_stack, api, await connect(e2e_stack.temporal_address),
               slurm_clusters, tmp_path_factory.mktemp("e2e-slurm"))
     try:
         await env.phase("clusters", "local", "Ready")

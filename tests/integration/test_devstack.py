@@ -17,8 +17,8 @@ import pytest
 import yaml
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
-from temporalio.client import Client
 
+from skyshift.contract.client import connect
 from skyshift.devstack import procs
 from skyshift.devstack import stack as stack_mod
 from skyshift.devstack.components import (
@@ -42,7 +42,7 @@ def pids(stack: DevStack) -> dict[str, int]:
 
 
 async def search_attributes(address: str) -> dict[str, int]:
-    client = await Client.connect(address)
+    client = await connect(address)
     resp = await client.operator_service.list_search_attributes(
         ListSearchAttributesRequest(namespace="default")
     )

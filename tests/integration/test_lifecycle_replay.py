@@ -16,6 +16,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
+from skyshift.contract.client import DATA_CONVERTER
 from skyshift.workers.control import WORKFLOWS
 from tests.fixtures.temporal import LifecycleStack
 
@@ -66,7 +67,7 @@ async def test_recorded_histories_replay(lifecycle_stack: LifecycleStack) -> Non
         if os.environ.get("SKYSHIFT_RECORD_HISTORIES") == "1":
             HISTORIES.mkdir(parents=True, exist_ok=True)
             (HISTORIES / f"{label}.json").write_text(history.to_json())
-    replayer = Replayer(workflows=WORKFLOWS)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)
     for history in histories:
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, (history.workflow_id, result.replay_failure)
@@ -119,6 +120,6 @@ async def test_service_history_replays(lifecycle_stack: LifecycleStack) -> None:
     if os.environ.get("SKYSHIFT_RECORD_HISTORIES") == "1":
         label = os.environ.get("SKYSHIFT_SERVICE_HISTORY", "service_linked")
         (HISTORIES / f"{label}.json").write_text(history.to_json())
-    result = await Replayer(workflows=WORKFLOWS).replay_workflow(
+    result = await Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER).replay_workflow(
         history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure

@@ -24,6 +24,7 @@ import pytest_asyncio
 
 from skyshift.activities import provisioning, starter
 from skyshift.compat import base as compat_base
+from skyshift.contract.client import DATA_CONVERTER
 from skyshift.contract.provision import BACKOFF_ENV, MINUTE_ENV, sky_name
 from skyshift.models.cluster import Cluster
 from tests.fixtures.temporal import LifecycleStack, _now
@@ -247,7 +248,7 @@ async def replays(s: LifecycleStack, wf_id: str, label: str) -> None:
     if os.environ.get("SKYSHIFT_RECORD_HISTORIES") == "1":
         HISTORIES.mkdir(parents=True, exist_ok=True)
         (HISTORIES / f"{label}.json").write_text(history.to_json())
-    result = await Replayer(workflows=WORKFLOWS).replay_workflow(
+    result = await Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER).replay_workflow(
         history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
 

@@ -14,6 +14,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
+from skyshift.contract.client import DATA_CONVERTER
 from skyshift.contract.names import service_workflow_id
 from skyshift.devstack.sim_slurm import SimSlurmCluster
 from skyshift.models.meta import now_iso
@@ -137,4 +138,5 @@ async def test_service_in_front_of_local_replicas(
     # the whole recorded lifecycle (Pending, Failed, refreshes, teardown) replays
     handle = s.client.get_workflow_handle(service_workflow_id("default", "early"))
     assert await handle.result() == "Deleted"
-    await Replayer(workflows=WORKFLOWS).replay_workflow(await handle.fetch_history())
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)
+    await replayer.replay_workflow(await handle.fetch_history())

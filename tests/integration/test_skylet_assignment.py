@@ -8,8 +8,8 @@ import contextlib
 from typing import Any
 
 import pytest
-from temporalio.client import Client
 
+from skyshift.contract.client import connect
 from tests.fixtures.temporal import LifecycleStack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]
@@ -30,7 +30,7 @@ async def test_each_cluster_runs_on_the_manager_its_labels_select(
     s.start_in_process(skylets=False)
     # one Temporal client each, as two hosts would have (one client may not run two workers
     # on one task queue, and the handover briefly has both)
-    clients = {site: s.client if shared_client else await Client.connect(s.temporal)
+    clients = {site: s.client if shared_client else await connect(s.temporal)
                for site in ("a", "b")}
     managers = {site: SkyletManager(clients[site], s.store, SyncConfig(**s.sync),
                                     parse_selector(f"site={site}")) for site in ("a", "b")}
