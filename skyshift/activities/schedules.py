@@ -8,8 +8,10 @@ name comes from the scheduled time) and deletes finished runs beyond ``historyLi
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
+import weakref
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -132,6 +134,11 @@ class ScheduleActivities:
     def __init__(self, store: ObjectStore, client: Client) -> None:
         self.store = store
         self.client = client
+        #: schedule uid -> the lock start_run holds while it counts and creates (see there);
+        #: two control workers can still each start a run at the same moment
+        self._starting: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     async def _read(self, ref: ScheduleRef | StartRunInput) -> Obj | None:
         name = ref.name if isinstance(ref, ScheduleRef) else ref.schedule
@@ -224,24 +231,30 @@ class ScheduleActivities:
         except (ValidationError, ValueError) as err:  # stored by an older version, say
             return RunRef(message=f"the schedule is invalid: {err}")
         kind, name = manifest["kind"], manifest["metadata"]["name"]
-        active = await self._active_runs(inp, uid_of(obj), PLURAL[kind], name)
-        if active >= model.spec.maxActiveRuns:
-            why = (f"run at {inp.scheduled} skipped: {active} runs still going "
-                   f"(maxActiveRuns {model.spec.maxActiveRuns})")
-            await self._status(ScheduleRef(inp.namespace, inp.schedule, inp.uid), message=why)
-            return RunRef(message=why)
-        new = True
-        try:
-            created = await spawn.create_and_start(self.store, self.client, manifest)
-        except ValidationError as err:
-            return RunRef(message=f"the schedule's template makes an invalid {kind}: {err}")
-        except AlreadyExists:
-            created = await self.store.get(PLURAL[kind], name, inp.namespace)
-            if not owned_by(created, uid_of(obj)):
-                return RunRef(message=f"a {kind} named {name} already exists and is not "
-                              "this schedule's")
-            await spawn.start_existing(self.client, created)
-            new = False
+        # From counting the active runs to creating this one, no other run of the schedule
+        # starts in this worker: runs due side by side (AllowAll, a backfill, a loaded worker)
+        # would otherwise all see room under maxActiveRuns.
+        lock = self._starting.setdefault(inp.uid, asyncio.Lock())
+        async with lock:
+            active = await self._active_runs(inp, uid_of(obj), PLURAL[kind], name)
+            if active >= model.spec.maxActiveRuns:
+                why = (f"run at {inp.scheduled} skipped: {active} runs still going "
+                       f"(maxActiveRuns {model.spec.maxActiveRuns})")
+                await self._status(ScheduleRef(inp.namespace, inp.schedule, inp.uid),
+                                   message=why)
+                return RunRef(message=why)
+            new = True
+            try:
+                created = await spawn.create_and_start(self.store, self.client, manifest)
+            except ValidationError as err:
+                return RunRef(message=f"the schedule's template makes an invalid {kind}: {err}")
+            except AlreadyExists:
+                created = await self.store.get(PLURAL[kind], name, inp.namespace)
+                if not owned_by(created, uid_of(obj)):
+                    return RunRef(message=f"a {kind} named {name} already exists and is not "
+                                  "this schedule's")
+                await spawn.start_existing(self.client, created)
+                new = False
         ref = ScheduleRef(inp.namespace, inp.schedule, inp.uid)
         await delete_owned(self.store, self.client, DeleteOwnedInput(
             inp.namespace, inp.uid, SCHEDULE_LABEL, inp.schedule,

@@ -127,9 +127,12 @@ async def test_allow_all_runs_at_most_max_active_runs(lifecycle_stack: Lifecycle
     await ready(s, "sc-m")
     await create(s, "flood", interval="1s", overlapPolicy="AllowAll", maxActiveRuns=2,
                  jobTemplate={"spec": {"run": "sleep 300", "resources": {"cpus": 0.25}}})
+    # status.runs is written once a run is created, so a skip can be reported before the
+    # second run is counted: wait for both
     skipped = await status_where(
-        s, "flood", "a run skipped for maxActiveRuns",
-        lambda st: "2 runs still going (maxActiveRuns 2)" in st.get("message", ""))
+        s, "flood", "a run skipped for maxActiveRuns with 2 runs counted",
+        lambda st: "2 runs still going (maxActiveRuns 2)" in st.get("message", "")
+        and st.get("runs") == 2)
     assert skipped["status"]["runs"] == 2, skipped["status"]
     await asyncio.sleep(3)  # three more intervals: still two
     jobs = [j for j in await runs_of(s, "flood") if not j["metadata"].get("deletionTimestamp")]
