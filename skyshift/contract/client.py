@@ -11,8 +11,6 @@ from temporalio.runtime import Runtime
 
 from skyshift.contract.converter import DATA_CONVERTER
 
-__all__ = ["DATA_CONVERTER", "connect"]
-
 
 async def connect(
     address: str, namespace: str = "default", *, lazy: bool = False, runtime: Runtime | None = None

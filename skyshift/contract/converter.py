@@ -33,13 +33,10 @@ def _adapter(hint: Any) -> TypeAdapter[Any]:
 def adapter(hint: Any) -> TypeAdapter[Any]:
     """The process-wide TypeAdapter of ``hint`` (built uncached if it is not hashable)."""
     try:
-        return _adapter(hint)
+        hash(hint)
     except TypeError:
-        try:
-            hash(hint)
-        except TypeError:
-            return TypeAdapter(hint)
-        raise
+        return TypeAdapter(hint)
+    return _adapter(hint)
 
 
 class JsonPayloadConverter(EncodingPayloadConverter):

@@ -52,6 +52,11 @@ class EtcdWatch:
             async with asyncio.timeout(timeout):
                 await call.write(rpc.WatchRequest(create_request=create))
                 first = await call.read()
+            if first is grpc.aio.EOF:
+                raise Unavailable(f"{what}: etcd closed the watch stream")
+            if not first.created:
+                raise StoreError(f"{what}: etcd answered a watch creation with {first!r}")
+            watch._check(first)
         except TimeoutError:
             watch.cancel()
             msg = f"{what}: etcd did not confirm the watch within {timeout:g}s"
@@ -61,15 +66,6 @@ class EtcdWatch:
             if _cancelled_from_outside():
                 raise
             raise Unavailable(f"{what}: the etcd connection closed") from None
-        except BaseException:
-            watch.cancel()
-            raise
-        try:
-            if first is grpc.aio.EOF:
-                raise Unavailable(f"{what}: etcd closed the watch stream")
-            if not first.created:
-                raise StoreError(f"{what}: etcd answered a watch creation with {first!r}")
-            watch._check(first)
         except BaseException:
             watch.cancel()
             raise

@@ -132,12 +132,9 @@ def translate(exc: BaseException, what: str, timeout: float) -> StoreError:
     """Map an aetcd/grpc error raised while doing ``what`` to the store's own error."""
     if isinstance(exc, StoreError):
         return exc
-    if isinstance(exc, aetcd.RevisionCompactedError):
-        rev = int(exc.compacted_revision)
-        return Expired(f"{what}: revision was compacted (oldest available {rev})", rev)
     code, details = _status(exc)
     if (
-        isinstance(exc, aetcd.ConnectionTimeoutError | aetcd.WatchTimeoutError | TimeoutError)
+        isinstance(exc, aetcd.ConnectionTimeoutError | TimeoutError)
         or code == grpc.StatusCode.DEADLINE_EXCEEDED
     ):
         return Unavailable(f"{what}: etcd did not answer within {timeout:g}s")

@@ -24,7 +24,7 @@ import pytest_asyncio
 
 from skyshift.activities import provisioning, starter
 from skyshift.compat import base as compat_base
-from skyshift.contract.client import DATA_CONVERTER
+from skyshift.contract.converter import DATA_CONVERTER
 from skyshift.contract.provision import BACKOFF_ENV, MINUTE_ENV, sky_name
 from skyshift.models.cluster import Cluster
 from tests.fixtures.temporal import LifecycleStack, _now

@@ -14,7 +14,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
-from skyshift.contract.client import DATA_CONVERTER
+from skyshift.contract.converter import DATA_CONVERTER
 from skyshift.contract.names import service_workflow_id
 from skyshift.devstack.sim_slurm import SimSlurmCluster
 from skyshift.models.meta import now_iso
