@@ -102,6 +102,7 @@ class ClusterContext:
         self.table: dict[str, Seen] = {}
         self.listed: set[str] = set()  # names in the last replicas() listing
         self.primed = False  # a listing happened since this process started
+        self.swept = 0.0  # time.monotonic() of the last orphan sweep (see activities.sync)
         self._connected = False
 
     async def connect(self) -> ClusterManager:

@@ -15,6 +15,11 @@ cluster, not per job) and turns differences into the few writes and signals that
 * Unreachable for longer than ``lost_after``: phase Error, and every job with live replicas here
   is told "lost" so it fails over. Back again: phase Ready, the jobs are told "recovered" (they
   delete what moved away), and replicas of jobs that no longer exist are removed.
+* Replicas of jobs that no longer exist (or are no longer placed here) are also swept every
+  ``orphan_sweep`` seconds while the cluster is Ready: a job's teardown gives up on a cluster
+  after its ``teardown_timeout``, which a backlog of deletes in the skylet's queue can exceed
+  with the cluster in good health (1,000 jobs deleted at once in bench/k8s_scale.py left 12
+  pods behind that nothing else would have removed).
 
 The activity returns when the phase changes (so the ClusterWorkflow records it in its search
 attributes) or after ``max_duration``; the ClusterWorkflow then starts the next one.
@@ -23,6 +28,7 @@ attributes) or after ``max_duration``; the ClusterWorkflow then starts the next 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -67,6 +73,7 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 LIVE = ("Pending", "Running")
 WRITE_CONCURRENCY = 32  # job count writes in flight per round
+SWEEP_GETS = 20  # jobs an orphan sweep reads one by one; more: one listing of all jobs
 
 
 @dataclass
@@ -75,6 +82,7 @@ class SyncConfig:
     lost_after: float = 5.0
     call_timeout: float = 5.0
     heartbeat_write: float = 60.0
+    orphan_sweep: float = 60.0  # seconds between sweeps for replicas of deleted jobs
 
 
 def node_dict(r: Resources) -> dict[str, Any]:
@@ -166,10 +174,11 @@ class Syncer:
             down_since = None
             first = not self.ctx.primed
             await self._write_cluster(inp, "Ready", "", state)
-            if first or phase != "Ready":
+            if self._sweep_due(first, phase):
                 # Leftovers go before anything is reported, so a finished job's status never
                 # counts replicas that had already moved away from this cluster.
                 listing = await self._cleanup_orphans(listing)
+                self.ctx.swept = time.monotonic()
             try:
                 await self._report(listing, first)
             except SignalsFailed as exc:  # undone: the next round reports the same changes
@@ -358,17 +367,15 @@ class Syncer:
         jobs = {(r.namespace, r.job_name, r.job_uid) for r in listing}
         manager = self.ctx.manager
         removed: set[str] = set()
+        stored = await self._stored_jobs({(ns, job) for ns, job, _ in jobs})
         for ns, job, uid in sorted(jobs):
             why, exists = "deleted job", False
-            try:
-                obj = await self.acts.store.get("jobs", job, ns)
-                if (obj.get("metadata") or {}).get("uid") == uid:
-                    placement = (obj.get("status") or {}).get("placement") or {}
-                    if placement.get(self.ctx.name):
-                        continue
-                    why, exists = "job no longer placed here", True
-            except NotFound:
-                pass
+            obj = stored.get((ns, job))
+            if obj is not None and (obj.get("metadata") or {}).get("uid") == uid:
+                placement = (obj.get("status") or {}).get("placement") or {}
+                if placement.get(self.ctx.name):
+                    continue
+                why, exists = "job no longer placed here", True
             log.info("cluster %s: removing replicas of %s/%s (%s)", self.ctx.name, ns, job, why)
             try:
                 names = await manager.delete_job(uid)
@@ -381,6 +388,34 @@ class Syncer:
             if exists:  # the job lives on elsewhere: stop counting replicas here
                 await self.acts.write_counts(ns, job, uid)
         return [r for r in listing if r.name not in removed]
+
+
+    def _sweep_due(self, first: bool, phase: str) -> bool:
+        """Sweep for orphans this round: the first listing of this process, the round that
+        brings the cluster back, or ``orphan_sweep`` seconds after the last sweep."""
+        return (first or phase != "Ready"
+                or time.monotonic() - self.ctx.swept >= self.cfg.orphan_sweep)
+
+    async def _stored_jobs(self, keys: set[tuple[str, str]]) -> dict[tuple[str, str], Obj]:
+        """The stored jobs among ``keys`` ((namespace, name)): one read each for a few, one
+        paginated listing of every job for many (a sweep of a busy cluster)."""
+        store, out = self.acts.store, {}
+        if len(keys) <= SWEEP_GETS:
+            for ns, name in keys:
+                with contextlib.suppress(NotFound):
+                    out[(ns, name)] = await store.get("jobs", name, ns)
+            return out
+        token: str | None = None
+        while True:
+            page = await store.list("jobs", limit=500, continue_token=token)
+            for obj in page.items:
+                meta = obj.get("metadata") or {}
+                key = (str(meta.get("namespace") or "default"), str(meta.get("name")))
+                if key in keys:
+                    out[key] = obj
+            token = page.continue_token
+            if not token:
+                return out
 
 
 class SkyletWithSync(SkyletActivities):
