@@ -17,7 +17,10 @@ the API as ``k8`` clusters; then, for each size in ``--jobs`` (ascending), that 
    once every size ran, the clusters are detached from SkyShift (so its sync loops do not load
    the apiservers meanwhile) and the same pods (per cluster as SkyShift spread them, same
    requests) are created straight through the kube API with the official client, at the same
-   concurrency, on the same clusters, and timed the same way to all Running.
+   concurrency, on the same clusters, and timed the same way to all Running;
+7. the Temporal floor (``bench/_floor.py``; ``temporal_floor_s``, ``floor_over_direct``): as
+   many minimal workflows as there were jobs, on the same Temporal server while the clusters
+   idle: what one workflow per job needs on this machine before any pod is made.
 
 A size that does not reach all-Running within ``--deadline`` seconds is reported with what it
 did reach, and the next size tried is half of it (down to 25 jobs), so the figures always include
@@ -56,6 +59,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._floor import temporal_floor  # noqa: E402
 from bench._k8s_direct import Direct  # noqa: E402
 from bench._util import summary_ms, write_result  # noqa: E402
 from skyshift.client.async_client import AsyncSkyShiftClient  # noqa: E402
@@ -533,6 +537,18 @@ async def bench(args: argparse.Namespace, stack: Stack, sims: list[SimK8sCluster
             if figures.get("running") and not args.no_baseline:
                 figures["direct"] = await baseline(args, sims, groups, figures)
                 write_result("k8s_scale", result)
+        for size, figures in result.get("sizes", {}).items():
+            if figures.get("completed") and not args.no_baseline:
+                floor = await temporal_floor(settings.temporal_address, int(size),
+                                             args.concurrency)
+                figures["temporal_floor_s"] = round(floor, 1)
+                direct_s = (figures.get("direct") or {}).get("all_running_after_s")
+                if direct_s:
+                    figures["floor_over_direct"] = round(floor / direct_s, 2)
+                log(f"  floor: {size} minimal workflows (3 no-op activities) on the same "
+                    f"Temporal server, the clusters idling: {floor:.1f} s"
+                    + (f" = {figures['floor_over_direct']}x direct" if direct_s else ""))
+                write_result("k8s_scale", result)
     finally:
         peak = {n: memory_mb(p).get("peak_rss_mb") for n, p in pids.items()}
         done = [int(s) for s, f in result.get("sizes", {}).items() if f.get("completed")]
@@ -555,6 +571,8 @@ async def bench(args: argparse.Namespace, stack: Stack, sims: list[SimK8sCluster
                 "direct_submit_to_running_p50_ms": ((f.get("direct") or {}).get(
                     "submit_to_running_ms") or {}).get("p50_ms"),
                 "over_direct": f.get("over_direct"),
+                "temporal_floor_s": f.get("temporal_floor_s"),
+                "floor_over_direct": f.get("floor_over_direct"),
                 "over_direct_99pct": f.get("over_direct_99pct"),
                 "control_worker_peak_rss_mb": peak.get("control"),
                 "skylet_manager_peak_rss_mb": peak.get("skylet-manager"),

@@ -134,7 +134,7 @@ async def run(args: argparse.Namespace, bed: SkySlurm) -> dict[str, Any]:
     client = SkyPilotClient(user=bed.user)
     # SkyPilot's API server starts with the first call (about 20 s): neither side pays for it
     await asyncio.to_thread(client.check, [bed.infra.split("/")[0]])
-    with stack(args.spawn) as (url, home):
+    with stack(args.spawn) as (url, home, _temporal):
         async with AsyncSkyShiftClient(url, token=token_for(url, home), namespace="default",
                                        timeout=120) as api:
             ours = await through_skyshift(api, bed, args.jobs)

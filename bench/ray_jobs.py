@@ -174,7 +174,7 @@ def main() -> None:
         args.jobs = min(args.jobs, 5)
     tmp = Path(tempfile.mkdtemp(prefix="srb-", dir="/tmp"))  # short: Ray's socket paths
     tmp.chmod(0o711)  # skyshift-run, whom the head runs as when we are root, must enter it
-    with stack(args.spawn) as (url, home):
+    with stack(args.spawn) as (url, home, _temporal):
         log(f"starting one Ray head in {tmp}")
         [sim] = start_ray_clusters(tmp, clusters=1, cpus=2, prefix="rb", progress=log)
         try:

@@ -10,9 +10,14 @@ Slurm adapter), beside the same work submitted straight with ``sbatch`` in the s
 2. draining ``--drain`` short jobs (``--command``, default ``sleep 1``): from the first submission
    until every job has finished, SkyShift (POSTs from ``--concurrency`` clients, until every Job
    is Succeeded or Failed) against ``sbatch`` (same concurrency, until squeue shows every job
-   finished); the ratio SkyShift/sbatch. SkyShift hands Slurm jobs beyond its free CPUs up to
-   the cluster's queue bound (``queue_depth``, default one capacity's worth; recorded as
-   ``sim.queue_limit_cpus``), so Slurm starts the next job as soon as one ends.
+   finished); the ratio SkyShift/sbatch. Job ends are read through one API watch (a user's
+   ``skyctl get jobs --watch``), not by polling the whole list. SkyShift hands Slurm jobs
+   beyond its free CPUs up to the cluster's queue bound (``queue_depth``, default one
+   capacity's worth; recorded as ``sim.queue_limit_cpus``), so Slurm starts the next job as
+   soon as one ends;
+3. the Temporal floor (``bench/_floor.py``; ``drain.temporal_floor_s``, ``floor_over_sbatch``):
+   ``--drain`` minimal workflows on the same Temporal server, what one workflow per job needs on
+   this machine before any job runs.
 
 The original SkyShift, measured on a single-node Slurm 22.05 (reference/skyshift-original.md):
 submit -> RUNNING p50 3.15 s (20 jobs one at a time), and a burst of 50 one-second jobs drained
@@ -42,11 +47,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._floor import temporal_floor
 from bench._util import pct, write_result
 from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
+from skyshift.config import Settings
 from skyshift.devstack.sim_slurm import (
     SimSlurmCluster,
     SimSlurmError,
@@ -77,10 +86,12 @@ def log(msg: str) -> None:
 
 
 @contextlib.contextmanager
-def stack(spawn: bool) -> Iterator[tuple[str, Path]]:
-    """(API URL, SKYSHIFT_HOME) of the stack in the environment, or of a private one."""
+def stack(spawn: bool) -> Iterator[tuple[str, Path, str]]:
+    """(API URL, SKYSHIFT_HOME, Temporal address) of the stack in the environment, or of a
+    private one."""
     if not spawn and os.environ.get("SKYSHIFT_SERVER") and os.environ.get("SKYSHIFT_HOME"):
-        yield os.environ["SKYSHIFT_SERVER"], Path(os.environ["SKYSHIFT_HOME"])
+        yield (os.environ["SKYSHIFT_SERVER"], Path(os.environ["SKYSHIFT_HOME"]),
+               Settings.from_env().temporal_address)
         return
     from tests.fixtures.stack import new_stack
 
@@ -92,7 +103,7 @@ def stack(spawn: bool) -> Iterator[tuple[str, Path]]:
         dev.run_skyshift("down")
         raise SystemExit(f"skyshift up failed:\n{up.stdout}\n{up.stderr}")
     try:
-        yield dev.api_url, home
+        yield dev.api_url, home, dev.temporal_address
     finally:
         dev.run_skyshift("down")
         shutil.rmtree(home, ignore_errors=True)
@@ -245,30 +256,51 @@ class ThroughSkyShift:
         tag = f"drain-{self.run_id}"
         names = [f"{tag}-{i}" for i in range(n)]
         sem = asyncio.Semaphore(concurrency)
+        wanted = set(names)
+        phases: dict[str, str | None] = {}
 
         async def one(name: str) -> None:
             async with sem:
                 await self.submit(name, command)
 
+        # Ends are seen through one watch, as `skyctl get jobs --watch` would: polling a full
+        # list of the 500 jobs four times a second cost the API and etcd more CPU than the
+        # jobs' own lifecycles, and the straight side's squeue polling costs slurmctld little.
+        seen = asyncio.create_task(self._watch_ends(wanted, phases))
         t0 = time.monotonic()
         await asyncio.gather(*(one(nm) for nm in names))
         submitted = time.monotonic() - t0
-        wanted = set(names)
-        deadline = t0 + 1800
-        while True:
-            items = (await self.api.list("jobs", NS, label_selector={"bench-run": self.run_id}))[
-                "items"]
-            phases = {o["metadata"]["name"]: (o.get("status") or {}).get("phase") for o in items}
-            done = {nm for nm in wanted if phases.get(nm) in ("Succeeded", "Failed")}
-            if done == wanted:
-                break
-            if time.monotonic() > deadline:
-                log(f"warning: {len(wanted - done)} jobs unfinished after 1800 s")
-                break
-            await asyncio.sleep(0.25)
+        try:
+            await asyncio.wait_for(seen, max(1.0, t0 + 1800 - time.monotonic()))
+        except TimeoutError:
+            log(f"warning: {len(wanted - self._ended(phases))} jobs unfinished after 1800 s")
         took = time.monotonic() - t0
         failed = sum(1 for nm in wanted if phases.get(nm) != "Succeeded")
         return {"seconds": took, "submit_seconds": submitted, "failed": failed}
+
+    @staticmethod
+    def _ended(phases: dict[str, str | None]) -> set[str]:
+        return {nm for nm, ph in phases.items() if ph in ("Succeeded", "Failed")}
+
+    async def _watch_ends(self, wanted: set[str], phases: dict[str, str | None]) -> None:
+        """Until every wanted job has ended: a list, then a watch from its revision (a list
+        again whenever the watch ends or fails, so nothing is missed)."""
+        selector = {"bench-run": self.run_id}
+        while not wanted <= self._ended(phases):
+            page = await self.api.list("jobs", NS, label_selector=selector)
+            for o in page["items"]:
+                phases[o["metadata"]["name"]] = (o.get("status") or {}).get("phase")
+            rv = (page.get("metadata") or {}).get("resourceVersion")
+            with contextlib.suppress(ApiError, httpx.HTTPError):
+                async for ev in self.api.watch("jobs", namespace=NS, resource_version=rv,
+                                               label_selector=selector, timeout=300):
+                    if ev.type not in ("ADDED", "MODIFIED"):
+                        continue
+                    name = ev.object["metadata"]["name"]
+                    phase = (ev.object.get("status") or {}).get("phase")
+                    phases[name] = phase
+                    if phase in ("Succeeded", "Failed") and wanted <= self._ended(phases):
+                        return
 
     async def _gone(self, kind: str, name: str, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -322,8 +354,8 @@ def figures(samples: list[float]) -> dict[str, float]:
     }
 
 
-async def run(args: argparse.Namespace, url: str, home: Path, sim: SimSlurmCluster,
-              tmp: Path) -> dict[str, Any]:
+async def run(args: argparse.Namespace, url: str, home: Path, temporal: str,
+              sim: SimSlurmCluster, tmp: Path) -> dict[str, Any]:
     run_id = uuid.uuid4().hex[:6]
     straight = Straight(sim, tmp / "straight")
     api = AsyncSkyShiftClient(url, token=token_for(url, home), namespace=NS, timeout=120)
@@ -383,6 +415,11 @@ async def run(args: argparse.Namespace, url: str, home: Path, sim: SimSlurmClust
             "skyshift_jobs_per_s": round(args.drain / through["seconds"], 2),
             "sbatch_jobs_per_s": round(args.drain / direct["seconds"], 2),
         }
+        floor = await temporal_floor(temporal, args.drain, args.concurrency)
+        out["drain"]["temporal_floor_s"] = round(floor, 2)
+        out["drain"]["floor_over_sbatch"] = round(floor / direct["seconds"], 3)
+        log(f"floor: {args.drain} minimal workflows (3 no-op activities) on the same Temporal "
+            f"server took {floor:.1f} s = {floor / direct['seconds']:.2f}x the sbatch drain")
         out["command"] = args.command
         cleanup = await sky.cleanup()
         log(f"cleanup: deleted {len(sky.names)} jobs through the API in {cleanup:.1f} s")
@@ -421,12 +458,12 @@ def main() -> None:
     longest = f"{tmp}/slurm/bs1/spool/bs1-n{args.nodes}/bs1-n{args.nodes}_9999999.4294967291"
     if len(longest) > 100:
         raise SystemExit(f"{tmp} is too long a home for Slurm's socket paths")
-    with stack(args.spawn) as (url, home):
+    with stack(args.spawn) as (url, home, temporal):
         log(f"starting one simulated Slurm cluster in {tmp}")
         sims = start_slurm_clusters(tmp / "slurm", clusters=1, nodes=args.nodes,
                                     node_cpus=args.node_cpus, node_memory=16000, prefix="bs")
         try:
-            result = asyncio.run(run(args, url, home, sims[0], tmp))
+            result = asyncio.run(run(args, url, home, temporal, sims[0], tmp))
         finally:
             stop_slurm_clusters(tmp / "slurm")
     path = write_result("slurm", result)
