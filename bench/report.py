@@ -381,6 +381,26 @@ def k8s_target(d: dict[str, Any]) -> str:
                      f"{fmt(r99)}x ({fmt(h.get('running_99pct_after_s'))} s / "
                      f"{fmt(h.get('direct_running_99pct_after_s'))} s)",
                      "met" if r99 <= 1.25 else "NOT met"])
+    if h.get("floor_over_direct") is not None:
+        rows.append(["the Temporal floor: as many minimal workflows / direct", "(context)",
+                     f"{fmt(h['floor_over_direct'])}x ({fmt(h.get('temporal_floor_s'))} s / "
+                     f"{fmt(h.get('direct_all_running_after_s'))} s)", ""])
+    return table(["target", "wanted", "this run", ""], rows) + "\n\n"
+
+
+def slurm_target(d: dict[str, Any]) -> str:
+    """Issue #16's Slurm target beside this run's figures, with the Temporal floor."""
+    drain = d.get("drain") or {}
+    ratio = drain.get("ratio_skyshift_over_sbatch")
+    if ratio is None:
+        return ""
+    rows = [[f"drain of {fmt(drain.get('jobs'))} x `{d.get('command', '')}`: SkyShift / sbatch",
+             "<= 1.1x", f"{fmt(ratio)}x ({fmt(drain.get('skyshift_s'))} s / "
+             f"{fmt(drain.get('sbatch_s'))} s)", "met" if ratio <= 1.1 else "NOT met"]]
+    if drain.get("floor_over_sbatch") is not None:
+        rows.append(["the Temporal floor: as many minimal workflows / sbatch", "(context)",
+                     f"{fmt(drain['floor_over_sbatch'])}x ({fmt(drain.get('temporal_floor_s'))}"
+                     f" s / {fmt(drain.get('sbatch_s'))} s)", ""])
     return table(["target", "wanted", "this run", ""], rows) + "\n\n"
 
 
@@ -446,7 +466,8 @@ def main() -> int:
     if "scheduler" in benches:
         sections.append(section_scheduler(benches["scheduler"]))
     if "slurm" in benches:
-        sections.append(section_generic("slurm", benches["slurm"], []))
+        sections.append(section_generic("slurm", benches["slurm"], [],
+                                        slurm_target(benches["slurm"])))
     if "k8s_scale" in benches:
         sections.append(section_generic("k8s_scale", benches["k8s_scale"], [],
                                         k8s_target(benches["k8s_scale"])))
