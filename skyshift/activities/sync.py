@@ -67,7 +67,7 @@ from skyshift.contract.names import (
 from skyshift.metrics import SYNC_ROUND
 from skyshift.models.meta import now_iso
 from skyshift.models.quantity import Resources
-from skyshift.store import NotFound
+from skyshift.store import NotFound, list_in_pages
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -389,7 +389,6 @@ class Syncer:
                 await self.acts.write_counts(ns, job, uid)
         return [r for r in listing if r.name not in removed]
 
-
     def _sweep_due(self, first: bool, phase: str) -> bool:
         """Sweep for orphans this round: the first listing of this process, the round that
         brings the cluster back, or ``orphan_sweep`` seconds after the last sweep."""
@@ -405,17 +404,12 @@ class Syncer:
                 with contextlib.suppress(NotFound):
                     out[(ns, name)] = await store.get("jobs", name, ns)
             return out
-        token: str | None = None
-        while True:
-            page = await store.list("jobs", limit=500, continue_token=token)
-            for obj in page.items:
-                meta = obj.get("metadata") or {}
-                key = (str(meta.get("namespace") or "default"), str(meta.get("name")))
-                if key in keys:
-                    out[key] = obj
-            token = page.continue_token
-            if not token:
-                return out
+        for obj in await list_in_pages(store, "jobs"):
+            meta = obj.get("metadata") or {}
+            key = (str(meta.get("namespace") or "default"), str(meta.get("name")))
+            if key in keys:
+                out[key] = obj
+        return out
 
 
 class SkyletWithSync(SkyletActivities):

@@ -16,7 +16,7 @@ from skyshift.store.errors import (
     Unavailable,
 )
 from skyshift.store.etcd import ObjectStore
-from skyshift.store.listing import ListResult
+from skyshift.store.listing import ListResult, list_in_pages
 from skyshift.store.selectors import Requirement, Selector, parse_selector
 from skyshift.store.watch import WatchEvent
 
@@ -36,5 +36,6 @@ __all__ = [
     "Unavailable",
     "WatchEvent",
     "enable_auth",
+    "list_in_pages",
     "parse_selector",
 ]

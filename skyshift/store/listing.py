@@ -90,3 +90,15 @@ async def list_objects(
             break
     token = encode_continue(last_key, snapshot) if more and last_key is not None else None
     return ListResult(items=items, resource_version=str(snapshot), continue_token=token)
+
+
+async def list_in_pages(store: ObjectStore, plural: str, page: int = 500) -> list[Obj]:
+    """Every ``plural`` object of every namespace, read ``page`` at a time (one snapshot)."""
+    items: list[Obj] = []
+    token: str | None = None
+    while True:
+        result = await store.list(plural, limit=page, continue_token=token)
+        items += result.items
+        token = result.continue_token
+        if not token:
+            return items

@@ -29,12 +29,12 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from datetime import datetime
 from typing import Any
 
 from temporalio.client import Client
 
 from skyshift.activities import starter
+from skyshift.activities.convert import parse_time
 from skyshift.contract.names import (
     cluster_workflow_id,
     job_workflow_id,
@@ -44,7 +44,7 @@ from skyshift.contract.names import (
     service_workflow_id,
 )
 from skyshift.metrics import set_job_phases
-from skyshift.store import ObjectStore
+from skyshift.store import ObjectStore, list_in_pages
 
 log = logging.getLogger(__name__)
 TERMINAL = ("Succeeded", "Failed")
@@ -84,38 +84,22 @@ class Reconciler:
             out[wf.id] = str(memo.get("uid") or "")
         return out
 
-    async def _objects(self, plural: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            page = await self.store.list(plural, limit=500, continue_token=token)
-            items += page.items
-            token = page.continue_token
-            if not token:
-                return items
-
     def _recent(self, obj: dict[str, Any]) -> bool:
         """Created, or marked for deletion, within ``grace`` of this pass (the API is on it)."""
         meta = obj.get("metadata") or {}
-        stamp = meta.get("deletionTimestamp") or meta.get("creationTimestamp")
-        if not isinstance(stamp, str):
-            return False
-        try:
-            at = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return False
+        at = parse_time(meta.get("deletionTimestamp") or meta.get("creationTimestamp"))
         return self._now - at < self.grace
 
     async def reconcile_once(self) -> int:
         self._now = time.time()
         running = await self._running()
         started = 0
-        for obj in await self._objects("clusters"):
+        for obj in await list_in_pages(self.store, "clusters"):
             meta = obj.get("metadata") or {}
             if running.get(cluster_workflow_id(str(meta.get("name")))) != meta.get("uid"):
                 started += await self._ensure(obj)
         phases: Counter[str] = Counter()
-        for obj in await self._objects("jobs"):
+        for obj in await list_in_pages(self.store, "jobs"):
             meta, status = obj.get("metadata") or {}, obj.get("status") or {}
             phases[str(status.get("phase") or "Pending")] += 1
             deleting = bool(meta.get("deletionTimestamp"))
@@ -129,12 +113,12 @@ class Reconciler:
         for plural, wf_of in (("services", service_workflow_id),
                               ("schedules", schedule_workflow_id),
                               ("links", lambda _ns, name: link_workflow_id(name))):
-            for obj in await self._objects(plural):
+            for obj in await list_in_pages(self.store, plural):
                 meta = obj.get("metadata") or {}
                 wf_id = wf_of(str(meta.get("namespace") or "default"), str(meta.get("name")))
                 if running.get(wf_id) != meta.get("uid"):
                     started += await self._ensure(obj)
-        for obj in await self._objects("pipelines"):
+        for obj in await list_in_pages(self.store, "pipelines"):
             meta, status = obj.get("metadata") or {}, obj.get("status") or {}
             if status.get("phase") in PIPELINE_TERMINAL and not meta.get("deletionTimestamp"):
                 continue
