@@ -25,11 +25,12 @@ import contextlib
 import json
 import os
 import pwd
+import select
 import shutil
 import signal
 import subprocess
-import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ DEFAULT_USER = "skyshift-sky"
 MARK = "@@skyshift-result@@"
 _RUNNER = Path(__file__).with_name("skypilot_runner.py")
 _MAX_OUTPUT = 4 << 20  # bytes kept of a call's output (logs can be long)
+_MAX_LINE = 64 << 20  # one line of output (the answer carries a cluster's status)
 
 
 def _quiet(_: str) -> None:
@@ -213,14 +215,13 @@ class SkyPilotClient:
             proc.stdin.write(json.dumps({"op": op, **args}).encode())
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.close()
-        timer = threading.Timer(limit, _kill_group, (proc.pid,))
-        timer.start()
+        deadline = time.monotonic() + limit
         answer: dict[str, Any] | None = None
         tail: list[str] = []
         kept = 0
         try:
-            for raw in proc.stdout:
-                line = raw.decode(errors="replace").rstrip("\r\n")
+            for raw in _lines(proc.stdout.fileno(), deadline):
+                line = raw.decode(errors="replace").rstrip("\r")
                 if line.startswith(MARK):
                     answer = json.loads(line[len(MARK):])
                     break  # the last line; a daemon SkyPilot started may hold the pipe open
@@ -230,13 +231,17 @@ class SkyPilotClient:
                 if line.strip():
                     with contextlib.suppress(Exception):
                         progress(line.strip()[:500])
-            proc.wait()
         finally:
-            timed_out = not timer.is_alive() and answer is None
-            timer.cancel()
+            # the runner ends by itself once it has answered; at the deadline its group goes.
+            # The read above ends at the deadline even if a daemon SkyPilot started outside
+            # the group (its API server) still holds the pipe, so nothing waits on that daemon
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            timed_out = answer is None and time.monotonic() >= deadline
             if proc.poll() is None:
                 _kill_group(proc.pid)
                 proc.wait()
+            proc.stdout.close()
         label = what or op
         if answer is None:
             if timed_out:
@@ -246,6 +251,34 @@ class SkyPilotClient:
         if "error" in answer:
             raise classify(answer["error"], label)
         return answer.get("result")
+
+
+def _lines(fd: int, deadline: float) -> Iterator[bytes]:
+    """The lines read from ``fd`` until EOF or ``deadline`` (monotonic), whichever comes first.
+
+    A plain ``for line in stdout`` waits for EOF, which never comes while any process holds
+    the pipe's write end, even after the runner itself was killed at its timeout. A line
+    longer than ``_MAX_LINE`` is cut there.
+    """
+    buf = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+        if not ready:
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            if buf:
+                yield buf
+            return
+        buf += chunk
+        *done, buf = buf.split(b"\n")
+        yield from done
+        if len(buf) > _MAX_LINE:
+            yield buf[:_MAX_LINE]
+            buf = b""
 
 
 def _setpriv() -> str:
