@@ -293,6 +293,8 @@ class LocalManager:
 
     def _host_ports(self, spec: ReplicaSpec, keep: dict[int, int]) -> dict[int, int]:
         """A free host port per declared port (``keep``: what the replica had already)."""
+        if not spec.ports:
+            return {}  # most replicas: no need to collect every replica's ports
         taken = self._index.ports_in_use()
         out: dict[int, int] = {}
         for declared in spec.ports:

@@ -194,6 +194,17 @@ class Journal:
         return [n for n in data[:end].decode(errors="replace").split() if NAME.match(n)]
 
 
+@dataclass(frozen=True)
+class _Use:
+    """What one unfinished replica counts against its node (integer micro-units)."""
+
+    node: str
+    cpus: int
+    memory: int
+    gpus: int
+    accelerators: tuple[tuple[str, int], ...]
+
+
 @dataclass
 class _Entry:
     rep: Replica
@@ -217,8 +228,9 @@ class ReplicaIndex:
         self._dir_stamp: Stamp | None = None  # replicas/ when last listed
         self._checked = float("-inf")  # monotonic time of the last liveness pass
         self._cursor = 0  # scrub position
-        self._version = 0  # bumped on every change of an entry
-        self._usage: tuple[int, dict[str, Resources]] | None = None
+        self._counted: dict[str, _Use] = {}  # what each unfinished replica uses
+        self._sums: dict[str, list[int]] = {}  # node -> [cpus, memory] micro-units, gpus
+        self._accs: dict[str, dict[str, int]] = {}  # node -> accelerator -> count
 
     # ---- queries (each refreshes first) ---------------------------------------------------
 
@@ -368,25 +380,19 @@ class ReplicaIndex:
             return
         status, info = read_status(rep)
         final = status.finished and status.exit_code is not None
-        old = self._entries.get(name)
-        self._entries[name] = _Entry(rep, status, info, _stamp(st, seen), final)
-        if old is None:
+        if name not in self._entries:
             self._names = None
-        if old is None or old.status != status or old.rep.spec != rep.spec \
-                or old.rep.node != rep.node:
-            self._version += 1
-        if final and name in self._live:
+        self._entries[name] = _Entry(rep, status, info, _stamp(st, seen), final)
+        self._count(name)
+        if final:
             self._live.discard(name)
-        elif not final and name not in self._live:
-            self._live.add(name)
         else:
-            return
-        self._version += 1
+            self._live.add(name)
 
     def _drop(self, name: str) -> None:
         if self._entries.pop(name, None) is not None:
             self._names = None
-            self._version += 1
+            self._count(name)
         if name in self._live:
             self._live.discard(name)
 
@@ -395,30 +401,47 @@ class ReplicaIndex:
             self._names = sorted(self._entries)
         return self._names
 
+    def _count(self, name: str) -> None:
+        """Bring the usage sums up to date with entry ``name`` (after it changed or went).
+
+        Kept per change, in integer micro-units, so a submit does not sum every running
+        replica again (that made a burst quadratic) and the sums do not depend on the order
+        of the changes."""
+        e = self._entries.get(name)
+        new = None
+        if e is not None and not e.status.finished:
+            r = e.rep.spec.resources
+            new = _Use(e.rep.node, round(r.cpus * _MICRO), round(r.memory * _MICRO), r.gpus,
+                       tuple(sorted(r.accelerators.items())))
+        old = self._counted.get(name)
+        if old == new:
+            return
+        if old is not None:
+            self._add(old, -1)
+            del self._counted[name]
+        if new is not None:
+            self._add(new, 1)
+            self._counted[name] = new
+
+    def _add(self, use: _Use, sign: int) -> None:
+        acc = self._sums.setdefault(use.node, [0, 0, 0])
+        acc[0] += sign * use.cpus
+        acc[1] += sign * use.memory
+        acc[2] += sign * use.gpus
+        if use.accelerators:
+            mine = self._accs.setdefault(use.node, {})
+            for k, v in use.accelerators:
+                mine[k] = mine.get(k, 0) + sign * v
+                if not mine[k]:
+                    del mine[k]
+        if acc == [0, 0, 0] and not self._accs.get(use.node):
+            self._sums.pop(use.node, None)
+            self._accs.pop(use.node, None)
+
     def _used(self, nodes: Iterable[str]) -> dict[str, Resources]:
-        """Summed in integer micro-units, so the result does not depend on the order of the
-        replicas and costs no Resources object per replica (it is recomputed after every
-        change, i.e. once per submit during a burst)."""
-        if self._usage is None or self._usage[0] != self._version:
-            sums: dict[str, list[int]] = {}
-            accs: dict[str, dict[str, int]] = {}
-            for name in self._live:
-                e = self._entries[name]
-                if e.status.finished:
-                    continue
-                r, node = e.rep.spec.resources, e.rep.node
-                acc = sums.get(node)
-                if acc is None:
-                    acc = sums[node] = [0, 0, 0]
-                acc[0] += round(r.cpus * _MICRO)
-                acc[1] += round(r.memory * _MICRO)
-                acc[2] += r.gpus
-                if r.accelerators:
-                    mine = accs.setdefault(node, {})
-                    for k, v in r.accelerators.items():
-                        mine[k] = mine.get(k, 0) + v
-            used = {node: Resources(c / _MICRO, m / _MICRO, g, accs.get(node, {}))
-                    for node, (c, m, g) in sums.items()}
-            self._usage = (self._version, used)
-        used = self._usage[1]
-        return {node: used.get(node, Resources()) for node in nodes}
+        out = {}
+        for node in nodes:
+            acc = self._sums.get(node)
+            out[node] = Resources() if acc is None else Resources(
+                acc[0] / _MICRO, acc[1] / _MICRO, acc[2], dict(self._accs.get(node, {})))
+        return out

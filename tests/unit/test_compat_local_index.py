@@ -361,3 +361,38 @@ def test_journal_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert reader.read() is None
     writer.append(["f-6"])
     assert reader.read() == ["f-6"]
+
+
+async def test_usage_follows_replicas_that_start_end_and_go(
+    pair: tuple[LocalManager, LocalManager], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The usage sums are kept per change (not re-summed per submit): after replicas start,
+    end by themselves, are deleted, or are created by the other instance, both instances
+    count what a full sum of the unfinished replicas gives."""
+    monkeypatch.setattr(local, "_LIVENESS_TTL", 0.0)  # each state() checks every process
+    a, b = pair  # 2 nodes of 2 cpus
+    small = Resources(cpus=0.3, memory=10)
+    go = tmp_path / "go"
+    ending = [make_spec(f'while [ ! -f "{go}" ]; do sleep 0.02; done', resources=small)
+              for _ in range(3)]
+    staying = [make_spec("sleep 600", resources=small) for _ in range(4)]
+    await a.submit(ending + staying[:2])
+    await b.submit(staying[2:])
+
+    async def cpus_used(m: LocalManager) -> float:
+        return round(sum(n.capacity.cpus - n.allocatable.cpus
+                         for n in (await m.state()).nodes), 6)
+
+    assert await cpus_used(a) == await cpus_used(b) == round(0.3 * 7, 6)
+    go.touch()
+    for spec in ending:
+        await wait_state(a, spec.name, SUCCEEDED)
+    assert await cpus_used(a) == await cpus_used(b) == round(0.3 * 4, 6)
+    await b.delete_job(staying[0].job_uid)
+    assert await cpus_used(a) == await cpus_used(b) == round(0.3 * 3, 6)
+    for spec in staying[1:]:
+        await a.delete_job(spec.job_uid)
+    assert await cpus_used(a) == await cpus_used(b) == 0.0
+    # everything is free again: a replica the size of a whole node fits on each node
+    whole = [make_spec("sleep 600", resources=Resources(cpus=2, memory=10)) for _ in range(2)]
+    assert [s.state for s in await b.submit(whole)] == [RUNNING, RUNNING]
