@@ -14,7 +14,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from skyshift.activities.envs import redact
-from skyshift.contract.jobs import ClusterInput, JobConfig, JobInput, JobTemplate, ReplicaUpdate
+from skyshift.contract.jobs import (
+    REVISION,
+    ClusterInput,
+    JobConfig,
+    JobInput,
+    JobTemplate,
+    ReplicaUpdate,
+)
 from skyshift.contract.pipelines import OWNER_ANNOTATION
 from skyshift.contract.provision import ProvisionState, plan_of
 from skyshift.models.job import Job
@@ -103,6 +110,7 @@ def job_input(obj: Obj, config: JobConfig | None = None) -> JobInput:
         deleting=bool(meta.get("deletionTimestamp")),
         config=config or JobConfig(),
         owner=str((meta.get("annotations") or {}).get(OWNER_ANNOTATION) or ""),
+        revision=REVISION,
     )
 
 

@@ -45,6 +45,12 @@ class JobTemplate:
     labels: dict[str, str] = field(default_factory=dict)
 
 
+# Revisions of the job lifecycle that change what a workflow does (JobInput.revision):
+# 1: the search attributes of a workflow task that started a submit wait for its result.
+LATE_VISIBILITY = 1
+REVISION = LATE_VISIBILITY  # what new lifecycles get
+
+
 @dataclass
 class JobConfig:
     """Timings of a job lifecycle (tests shorten them)."""
@@ -102,6 +108,10 @@ class JobInput:
     state: JobState | None = None  # set on continue-as-new
     config: JobConfig = field(default_factory=JobConfig)
     owner: str = ""  # workflow told when the job ends (a pipeline step's, a scheduled run's)
+    # The lifecycle behaviour this run was started with (see REVISION). It travels in the
+    # workflow's input, so a replay of an older run behaves as that run did, without the
+    # marker (and TemporalChangeVersion visibility update) ``workflow.patched`` costs per job.
+    revision: int = 0
 
 
 @dataclass

@@ -10,9 +10,11 @@ one-replica job that runs to completion on a healthy cluster:
   task 1, which runs a *local* activity that signal-with-starts the scheduler with the job
   queued (a marker event in this history, no task round trip);
 * the ``placed`` signal, sent by the scheduler's batch activity (which also wrote status
-  Scheduled) -> workflow task 2 schedules ONE submit activity on ``skylet-<cluster>``;
+  Scheduled) -> workflow task 2 schedules ONE submit activity on ``skylet-<cluster>`` (and
+  leaves the search attributes to the next task);
 * the submit activity creates the replica and itself writes status Running (from the states the
-  cluster returned) -> workflow task 3 only records it (search attribute, no etcd write);
+  cluster returned) -> workflow task 3 only records it (ONE search-attribute upsert: phase and
+  cluster; no etcd write);
 * the replica ends: the skylet's sync sends one ``replicas_changed`` signal -> workflow task 4
   writes Succeeded with a local activity and completes.
 
@@ -34,6 +36,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from skyshift.contract import activity_names as act
     from skyshift.contract.jobs import (
+        LATE_VISIBILITY,
         RUNNING,
         ClusterEvent,
         DeleteReplicasInput,
@@ -253,15 +256,23 @@ class JobWorkflow:
             if self.status_dirty and workflow.patched(STATUS_FIRST_PATCH):
                 await self._write_dirty()
             await self._enqueue(now)
+        started = False
         for cluster, recs in js.to_submit(self.s).items():
             if cluster not in self.submits:
                 js.submitted(self.s, cluster, [r.rank for r in recs])
                 self.tokens += 1
                 task = asyncio.create_task(self._submit(cluster, recs, self.tokens))
                 self.submits[cluster] = (self.tokens, task)
+                started = True
         if self.status_dirty:
             await self._write_dirty()
-        self._search_attributes()
+        # A submit's result wakes this workflow again soon, with the phase it leads to
+        # (Running, or Scheduled while the cluster queues it): the search attributes wait for
+        # it rather than show Scheduled for the moment in between. A visibility update costs
+        # the Temporal server about as much as an activity (measured), and this was one of
+        # two per job.
+        if not (started and self.inp.revision >= LATE_VISIBILITY):
+            self._search_attributes()
 
     async def _write_dirty(self) -> None:
         self.status_dirty = False
@@ -428,5 +439,5 @@ class JobWorkflow:
         return JobInput(
             namespace=inp.namespace, name=inp.name, uid=inp.uid, generation=self.s.generation,
             created=inp.created, template=self.t, phase=self.s.phase, clusters=inp.clusters,
-            state=self.s, config=inp.config, owner=inp.owner,
+            state=self.s, config=inp.config, owner=inp.owner, revision=inp.revision,
         )

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
+from dataclasses import replace
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.testing import WorkflowEnvironment
 
 from skyshift.contract.jobs import (
+    REVISION,
     ClusterEvent,
     JobConfig,
     JobInput,
@@ -21,7 +26,14 @@ from skyshift.contract.jobs import (
     SpecChanged,
     replica_name,
 )
-from skyshift.contract.names import SIG_CLUSTER, SIG_ENSURE, SIG_PLACED, SIG_REPLICAS, SIG_SPEC
+from skyshift.contract.names import (
+    PHASE,
+    SIG_CLUSTER,
+    SIG_ENSURE,
+    SIG_PLACED,
+    SIG_REPLICAS,
+    SIG_SPEC,
+)
 from skyshift.workflows.job import JobWorkflow
 from tests.workflows.fakes import STARTED, Fakes, cpus, unique, workers
 
@@ -77,6 +89,35 @@ async def test_runs_to_success(workflow_env: WorkflowEnvironment) -> None:
     assert final.phase == "Succeeded" and final.finished
     assert final.replica_status == {a: {"Pending": 0, "Running": 0, "Succeeded": 2,
                                         "Failed": 0, "Unknown": 0}}
+
+
+async def test_search_attributes_show_the_phase_the_submit_led_to(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """What the Temporal UI shows of a job: Running on its cluster once its replica started,
+    set in one visibility update (none for the moment between placement and the submit's
+    result, which the submit's result ends anyway)."""
+    fakes, a = Fakes(), unique("a")
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        inp = replace(job(), revision=REVISION)  # what job_input gives a new lifecycle
+        # started as the starter does: the phase Pending set at start
+        h = await workflow_env.client.start_workflow(
+            JobWorkflow.run, inp, id=f"job/{inp.namespace}/{inp.name}", task_queue=q,
+            search_attributes=TypedSearchAttributes([SearchAttributePair(PHASE, "Pending")]))
+        STARTED.append(h)
+        await place(h, fakes, 1, {a: 1})
+        await fakes.wait_for("submit_replicas")
+        for _ in range(200):
+            if (await h.query(JobWorkflow.state)).phase == "Running":
+                break
+            await asyncio.sleep(0.05)
+        upserts = [
+            {k: json.loads(v.data) for k, v in e.upsert_workflow_search_attributes_event_attributes
+             .search_attributes.indexed_fields.items()}
+            async for e in h.fetch_history_events()
+            if e.HasField("upsert_workflow_search_attributes_event_attributes")
+        ]
+        assert upserts == [{"SkyShiftPhase": "Running", "SkyShiftCluster": a}]
 
 
 async def test_restart_with_backoff_then_failed(workflow_env: WorkflowEnvironment) -> None:
