@@ -15,6 +15,27 @@ from typing import Any
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds a process has used so far (0 when it is gone or unknown)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_snapshot(groups: dict[str, list[int | None]]) -> dict[str, float]:
+    """CPU seconds so far of each named group of processes."""
+    return {g: sum(cpu_seconds(p) for p in pids) for g, pids in groups.items()}
+
+
+def cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU seconds each group used between two snapshots (0.1 s resolution)."""
+    return {g: round(after[g] - before[g], 1) for g in before}
+
+
 def pct(samples: list[float], q: float) -> float:
     """The q-th percentile (0..100) by nearest rank; 0 for no samples."""
     if not samples:

@@ -61,7 +61,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench._floor import temporal_floor  # noqa: E402
 from bench._k8s_direct import Direct  # noqa: E402
-from bench._util import summary_ms, write_result  # noqa: E402
+from bench._util import cpu_snapshot, cpu_used, summary_ms, write_result  # noqa: E402
 from skyshift.client.async_client import AsyncSkyShiftClient  # noqa: E402
 from skyshift.client.errors import ApiError  # noqa: E402
 from skyshift.config import Settings  # noqa: E402
@@ -195,17 +195,6 @@ def memory_mb(pid: int | None) -> dict[str, float]:
     return out
 
 
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU seconds a process has used so far (0 when it is gone)."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def parts(stack: Stack, sims: list[SimK8sCluster]) -> dict[str, list[int | None]]:
     """The processes of each part of the machine's load."""
     run = stack.home / "run"
@@ -217,14 +206,6 @@ def parts(stack: Stack, sims: list[SimK8sCluster]) -> dict[str, list[int | None]
         "etcd": [procs.read_pid(run / "etcd.pid")],
         "k8s_test_bed": [sim.pid(c) for sim in sims for c in COMPONENTS],
     }
-
-
-def cpu_snapshot(groups: dict[str, list[int | None]]) -> dict[str, float]:
-    return {g: sum(cpu_seconds(p) for p in pids) for g, pids in groups.items()}
-
-
-def cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    return {g: round(after[g] - before[g], 1) for g in before}
 
 
 def machine_ticks() -> tuple[int, int]:

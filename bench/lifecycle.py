@@ -36,7 +36,7 @@ from temporalio.worker import Worker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._util import write_result
+from bench._util import cpu_seconds, write_result
 from skyshift.activities import starter
 from skyshift.config import Settings
 from skyshift.contract.client import connect
@@ -60,15 +60,6 @@ class Minimal:
                 "bench_noop", x, start_to_close_timeout=timedelta(seconds=30)
             )
         return x
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of one process so far (0 when it is gone or not Linux)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class CpuMeter:

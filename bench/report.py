@@ -401,6 +401,11 @@ def slurm_target(d: dict[str, Any]) -> str:
         rows.append(["the Temporal floor: as many minimal workflows / sbatch", "(context)",
                      f"{fmt(drain['floor_over_sbatch'])}x ({fmt(drain.get('temporal_floor_s'))}"
                      f" s / {fmt(drain.get('sbatch_s'))} s)", ""])
+    job_ms = (drain.get("cpu_ms_per_job") or {}).get("total")
+    wf_ms = (drain.get("floor_cpu_ms_per_workflow") or {}).get("total")
+    if job_ms and wf_ms:
+        rows.append(["CPU per job in the drain / per minimal workflow", "(context)",
+                     f"{fmt(job_ms / wf_ms)}x ({fmt(job_ms)} ms / {fmt(wf_ms)} ms)", ""])
     return table(["target", "wanted", "this run", ""], rows) + "\n\n"
 
 

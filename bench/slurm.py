@@ -18,6 +18,10 @@ Slurm adapter), beside the same work submitted straight with ``sbatch`` in the s
 3. the Temporal floor (``bench/_floor.py``; ``drain.temporal_floor_s``, ``floor_over_sbatch``):
    ``--drain`` minimal workflows on the same Temporal server, what one workflow per job needs on
    this machine before any job runs.
+   Both report the CPU they cost, per job and per minimal workflow, by part of the machine
+   (``drain.cpu_ms_per_job``, ``drain.floor_cpu_ms_per_workflow``: control worker, skylet
+   manager, API, Temporal, etcd, the Slurm daemons, and this process, which runs the floor's
+   worker).
 
 The original SkyShift, measured on a single-node Slurm 22.05 (reference/skyshift-original.md):
 submit -> RUNNING p50 3.15 s (20 jobs one at a time), and a burst of 50 one-second jobs drained
@@ -52,10 +56,11 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._floor import temporal_floor
-from bench._util import pct, write_result
+from bench._util import cpu_snapshot, cpu_used, pct, write_result
 from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
 from skyshift.config import Settings
+from skyshift.devstack import procs
 from skyshift.devstack.sim_slurm import (
     SimSlurmCluster,
     SimSlurmError,
@@ -344,6 +349,26 @@ class ThroughSkyShift:
 # ---- main -----------------------------------------------------------------------------------
 
 
+def parts(home: Path, sim: SimSlurmCluster) -> dict[str, list[int | None]]:
+    """The processes whose CPU the drain is charged with, by part."""
+    run = home / "run"
+    return {
+        "control": [procs.read_pid(run / "control.pid")],
+        "skylet_manager": [procs.read_pid(run / "skylet-manager.pid")],
+        "api": [procs.read_pid(run / "api.pid")],
+        "temporal": [procs.read_pid(run / "temporal.pid")],
+        "etcd": [procs.read_pid(run / "etcd.pid")],
+        "slurm_daemons": sim.daemon_pids(),
+        "bench": [os.getpid()],
+    }
+
+
+def per_item_ms(used: dict[str, float], n: int) -> dict[str, float]:
+    out = {g: round(v * 1000 / n, 1) for g, v in used.items()}
+    out["total"] = round(sum(used.values()) * 1000 / n, 1)
+    return out
+
+
 def figures(samples: list[float]) -> dict[str, float]:
     return {
         "n": len(samples),
@@ -392,7 +417,10 @@ async def run(args: argparse.Namespace, url: str, home: Path, temporal: str,
             f"{direct['seconds']:.1f} s (submitted in {direct['submit_seconds']:.1f} s, "
             f"{direct['failed']} not COMPLETED)")
         straight.wait_idle()
+        groups = parts(home, sim)
+        cpu0 = cpu_snapshot(groups)
         through = await sky.drain(args.drain, args.command, args.concurrency)
+        drain_cpu = cpu_used(cpu0, cpu_snapshot(groups))
         log(f"drain {args.drain} x `{args.command}` through SkyShift: {through['seconds']:.1f} s "
             f"(submitted in {through['submit_seconds']:.1f} s, {through['failed']} not "
             f"Succeeded)")
@@ -415,7 +443,16 @@ async def run(args: argparse.Namespace, url: str, home: Path, temporal: str,
             "skyshift_jobs_per_s": round(args.drain / through["seconds"], 2),
             "sbatch_jobs_per_s": round(args.drain / direct["seconds"], 2),
         }
+        cpu0 = cpu_snapshot(groups)
         floor = await temporal_floor(temporal, args.drain, args.concurrency)
+        floor_cpu = cpu_used(cpu0, cpu_snapshot(groups))
+        # where the CPU went, per job and per minimal workflow (the floor's workflows and
+        # their worker run in this process: "bench")
+        out["drain"]["cpu_s"] = drain_cpu
+        out["drain"]["cpu_ms_per_job"] = per_item_ms(drain_cpu, args.drain)
+        out["drain"]["floor_cpu_ms_per_workflow"] = per_item_ms(floor_cpu, args.drain)
+        log(f"CPU ms per job during the drain: {out['drain']['cpu_ms_per_job']}; per minimal "
+            f"workflow: {out['drain']['floor_cpu_ms_per_workflow']}")
         out["drain"]["temporal_floor_s"] = round(floor, 2)
         out["drain"]["floor_over_sbatch"] = round(floor / direct["seconds"], 3)
         log(f"floor: {args.drain} minimal workflows (3 no-op activities) on the same Temporal "

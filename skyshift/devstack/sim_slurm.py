@@ -310,6 +310,12 @@ class SimSlurmCluster:
 
     # -- daemons --
 
+    def daemon_pids(self) -> list[int | None]:
+        """slurmctld's and each slurmd's pid (None for one that is not running): what the
+        benchmarks count as the cluster's own CPU."""
+        files = [self._ctld_pid(), *(self._node_pid(node) for node in self.nodes)]
+        return [_running_pid(f) for f in files]
+
     def _ctld_pid(self) -> Path:
         return self.root / "run" / "skyshift-slurmctld.pid"
 
