@@ -103,6 +103,10 @@ class ClusterContext:
         self.listed: set[str] = set()  # names in the last replicas() listing
         self.primed = False  # a listing happened since this process started
         self.swept = 0.0  # time.monotonic() of the last orphan sweep (see activities.sync)
+        # replicas recorded Running whose start the job has not been told yet: name -> the sync
+        # round that saw it (see activities.sync, "held starts")
+        self.held: dict[str, int] = {}
+        self.rounds = 0  # sync rounds that reported changes
         self._connected = False
 
     async def connect(self) -> ClusterManager:
@@ -120,6 +124,7 @@ class ClusterContext:
         for name in names:
             self.table.pop(name, None)
             self.listed.discard(name)
+            self.held.pop(name, None)
 
     def names_of(self, uid: str) -> list[str]:
         return [n for n, s in self.table.items() if s.uid == uid]

@@ -8,6 +8,13 @@ cluster, not per job) and turns differences into the few writes and signals that
 * A replica whose state differs from what its job workflow was told is reported to that job, one
   signal per job per interval, and the job's per-cluster counts are written (Running from here,
   so reaching Running costs the job no workflow round trip).
+* Held starts: a replica that goes from Pending to Running is counted Running in etcd at once,
+  but its job is told one round later at the earliest, together with its job's other changes:
+  when none of the job's replicas here is Pending any more, or after ``hold_starts`` rounds.
+  A short job is then told only that it ended (one signal and one workflow task where it took
+  two, in a drain of one-second Slurm jobs nearly every job was seen Running once), and a
+  job whose replicas start over several rounds (Kubernetes pods) is told once. What the job's
+  workflow shows (its phase in the Temporal UI) lags by that round; its status in etcd does not.
 * The scheduler is signalled when capacity is freed or when new replicas show up in the
   allocatable it reads, with how many per job (so it drops its reservations for exactly those:
   a job's replicas may appear over several rounds). A batch cluster's queue (``status.queue``:
@@ -83,6 +90,7 @@ class SyncConfig:
     call_timeout: float = 5.0
     heartbeat_write: float = 60.0
     orphan_sweep: float = 60.0  # seconds between sweeps for replicas of deleted jobs
+    hold_starts: int = 5  # most rounds a start is held back from its job (0: never held)
 
 
 def node_dict(r: Resources) -> dict[str, Any]:
@@ -281,7 +289,7 @@ class Syncer:
         """
         ctx = self.ctx
         undo: dict[str, Seen | None] = {}
-        listed, primed = set(ctx.listed), ctx.primed
+        listed, primed, held = set(ctx.listed), ctx.primed, dict(ctx.held)
         try:
             await self._report_changes(listing, first, undo)
         except BaseException:
@@ -290,13 +298,14 @@ class Syncer:
                     ctx.table.pop(name, None)
                 else:
                     ctx.table[name] = prev
-            ctx.listed, ctx.primed = listed, primed
+            ctx.listed, ctx.primed, ctx.held = listed, primed, held
             raise
 
     async def _report_changes(
         self, listing: list[ReplicaStatus], first: bool, undo: dict[str, Seen | None]
     ) -> None:
         ctx = self.ctx
+        ctx.rounds += 1
         reports: dict[str, ReplicaReport] = {}
         touched: dict[str, tuple[str, str]] = {}  # uid -> (namespace, job)
         new_uids: dict[str, int] = {}  # job uid -> replicas listed for the first time
@@ -311,11 +320,16 @@ class Syncer:
                 continue
             undo.setdefault(r.name, prev)
             ctx.record([r])
+            ctx.held.pop(r.name, None)  # a held start is superseded by what is reported now
             touched[r.job_uid] = (r.namespace, r.job_name)
             if prev is None and first and r.state in LIVE:
                 continue  # nothing the job must decide on; counts are written below
+            if self.cfg.hold_starts and _plain_start(prev, r):
+                ctx.held[r.name] = ctx.rounds  # counted Running now; told later (see below)
+                continue
             wf = job_workflow_id(r.namespace, r.job_name)
             reports.setdefault(wf, ReplicaReport(ctx.name)).updates.append(update_of(r))
+        self._release_held(current, reports)
         for name in [n for n in ctx.table if n in ctx.listed and n not in current]:
             seen = ctx.table.pop(name)
             undo.setdefault(name, seen)
@@ -348,6 +362,27 @@ class Syncer:
             await signal_all(self.acts.client, dict(reports), SIG_REPLICAS)
         if new_uids or self.gained:
             await self._tell_scheduler(new_uids, self.gained)
+
+    def _release_held(self, current: dict[str, ReplicaStatus],
+                      reports: dict[str, ReplicaReport]) -> None:
+        """Tell jobs about the starts held back (see the module docstring, "held starts"): with
+        another change of the same job this round, once a round has passed and none of the
+        job's replicas here is still Pending, or after ``hold_starts`` rounds whatever else."""
+        ctx = self.ctx
+        if not ctx.held:
+            return
+        pending = {r.job_uid for r in current.values() if r.state == "Pending"}
+        for name, since in list(ctx.held.items()):
+            r = current.get(name)
+            if r is None or r.state != "Running":
+                del ctx.held[name]  # gone or changed: reported as such
+                continue
+            wf = job_workflow_id(r.namespace, r.job_name)
+            age = ctx.rounds - since
+            if wf in reports or (age >= 1 and r.job_uid not in pending) \
+                    or age >= self.cfg.hold_starts:
+                del ctx.held[name]
+                reports.setdefault(wf, ReplicaReport(ctx.name)).updates.append(update_of(r))
 
     async def _tell_scheduler(self, new: dict[str, int], gained: bool) -> None:
         """``new``: replicas per job uid that the allocatable written this round accounts for
@@ -410,6 +445,12 @@ class Syncer:
             if key in keys:
                 out[key] = obj
         return out
+
+
+def _plain_start(prev: Seen | None, r: ReplicaStatus) -> bool:
+    """A replica the job knows as Pending that now runs, nothing else changed."""
+    return (prev is not None and prev.state == "Pending" and r.state == "Running"
+            and prev.attempt == r.attempt)
 
 
 class SkyletWithSync(SkyletActivities):
