@@ -152,9 +152,14 @@ class Page:
         self.shots = shots
 
     def wait(self, condition: Any, what: str, timeout: float = WAIT) -> Any:
+        from selenium.common.exceptions import StaleElementReferenceException
         from selenium.webdriver.support.ui import WebDriverWait
 
-        return WebDriverWait(self.d, timeout, poll_frequency=0.1).until(condition, what)
+        # the tables are re-rendered on every watch event: an element found a moment ago may
+        # be gone when it is read, which only means "look again"
+        return WebDriverWait(self.d, timeout, poll_frequency=0.1,
+                             ignored_exceptions=(StaleElementReferenceException,)
+                             ).until(condition, what)
 
     def css(self, selector: str) -> Any:
         from selenium.webdriver.common.by import By
@@ -167,8 +172,13 @@ class Page:
         return list(self.d.find_elements(By.CSS_SELECTOR, selector))
 
     def text_of(self, selector: str) -> str:
+        from selenium.common.exceptions import StaleElementReferenceException
+
         found = self.all(selector)
-        return str(found[0].text) if found else ""
+        try:
+            return str(found[0].text) if found else ""
+        except StaleElementReferenceException:  # re-rendered since it was found
+            return ""
 
     def visible(self, selector: str) -> bool:
         found = self.all(selector)
