@@ -36,6 +36,13 @@ def cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, flo
     return {g: round(after[g] - before[g], 1) for g in before}
 
 
+def per_item_ms(used: dict[str, float], n: int, digits: int = 1) -> dict[str, float]:
+    """CPU milliseconds per item of each part (``used``: CPU seconds), and their ``total``."""
+    out = {g: round(v * 1000 / n, digits) for g, v in used.items()}
+    out["total"] = round(sum(used.values()) * 1000 / n, digits)
+    return out
+
+
 def pct(samples: list[float], q: float) -> float:
     """The q-th percentile (0..100) by nearest rank; 0 for no samples."""
     if not samples:

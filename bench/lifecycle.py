@@ -36,7 +36,7 @@ from temporalio.worker import Worker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._util import cpu_seconds, write_result
+from bench._util import cpu_seconds, per_item_ms, write_result
 from skyshift.activities import starter
 from skyshift.config import Settings
 from skyshift.contract.client import connect
@@ -75,9 +75,7 @@ class CpuMeter:
 
     def per_item_ms(self, n: int) -> dict[str, float]:
         used = {k: cpu_seconds(p) - self.t0.get(k, 0.0) for k, p in self.pids.items()}
-        out = {k: round(v * 1000 / n, 2) for k, v in used.items()}
-        out["total"] = round(sum(used.values()) * 1000 / n, 2)
-        return out
+        return per_item_ms(used, n, digits=2)
 
 
 def pct(values: list[float], p: float) -> float:

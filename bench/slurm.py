@@ -56,7 +56,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._floor import temporal_floor
-from bench._util import cpu_snapshot, cpu_used, pct, write_result
+from bench._util import cpu_snapshot, cpu_used, pct, per_item_ms, write_result
 from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
 from skyshift.config import Settings
@@ -361,12 +361,6 @@ def parts(home: Path, sim: SimSlurmCluster) -> dict[str, list[int | None]]:
         "slurm_daemons": sim.daemon_pids(),
         "bench": [os.getpid()],
     }
-
-
-def per_item_ms(used: dict[str, float], n: int) -> dict[str, float]:
-    out = {g: round(v * 1000 / n, 1) for g, v in used.items()}
-    out["total"] = round(sum(used.values()) * 1000 / n, 1)
-    return out
 
 
 def figures(samples: list[float]) -> dict[str, float]:

@@ -104,9 +104,9 @@ class ClusterContext:
         self.primed = False  # a listing happened since this process started
         self.swept = 0.0  # time.monotonic() of the last orphan sweep (see activities.sync)
         # replicas recorded Running whose start the job has not been told yet: name -> the sync
-        # round that saw it (see activities.sync, "held starts")
+        # round that saw it (see activities.held_starts)
         self.held: dict[str, int] = {}
-        self.rounds = 0  # sync rounds that reported changes
+        self.rounds = 0  # sync rounds so far (each compares a listing with the table)
         self._connected = False
 
     async def connect(self) -> ClusterManager:

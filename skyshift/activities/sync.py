@@ -8,14 +8,12 @@ cluster, not per job) and turns differences into the few writes and signals that
 * A replica whose state differs from what its job workflow was told is reported to that job, one
   signal per job per interval, and the job's per-cluster counts are written (Running from here,
   so reaching Running costs the job no workflow round trip).
-* Held starts: a replica that goes from Pending to Running is counted Running in etcd at once,
-  but its job is told one round later at the earliest, together with its job's other changes:
-  when none of the job's replicas here is Pending any more, or after ``hold_starts`` rounds.
-  A short job is then told only that it ended (one signal and one workflow task where it took
-  two: without holding, a quarter of the jobs of a 300-job drain of one-second Slurm jobs got
-  a separate Running report), and a job whose replicas start over several rounds (Kubernetes
-  pods) is told once. What the job's
-  workflow shows (its phase in the Temporal UI) lags by that round; its status in etcd does not.
+* Held starts (``activities.held_starts``): a replica's Pending -> Running is counted in etcd
+  at once and told to its job a round later at the earliest, with the job's other changes, so a
+  short job is told only that it ended and a job whose pods start over several rounds is told
+  once (without holding, a quarter of the jobs of a 300-job drain of one-second Slurm jobs got
+  a separate Running report). The job's phase in the Temporal UI lags by that round; its status
+  in etcd does not.
 * The scheduler is signalled when capacity is freed or when new replicas show up in the
   allocatable it reads, with how many per job (so it drops its reservations for exactly those:
   a job's replicas may appear over several rounds). A batch cluster's queue (``status.queue``:
@@ -44,6 +42,7 @@ from typing import Any
 
 from temporalio import activity
 
+from skyshift.activities import held_starts
 from skyshift.activities.clusters import (
     ClusterContext,
     Seen,
@@ -325,12 +324,12 @@ class Syncer:
             touched[r.job_uid] = (r.namespace, r.job_name)
             if prev is None and first and r.state in LIVE:
                 continue  # nothing the job must decide on; counts are written below
-            if self.cfg.hold_starts and _plain_start(prev, r):
+            if self.cfg.hold_starts and held_starts.plain_start(prev, r):
                 ctx.held[r.name] = ctx.rounds  # counted Running now; told later (see below)
                 continue
             wf = job_workflow_id(r.namespace, r.job_name)
             reports.setdefault(wf, ReplicaReport(ctx.name)).updates.append(update_of(r))
-        self._release_held(current, reports)
+        held_starts.release(ctx, current, reports, self.cfg.hold_starts)
         for name in [n for n in ctx.table if n in ctx.listed and n not in current]:
             seen = ctx.table.pop(name)
             undo.setdefault(name, seen)
@@ -363,27 +362,6 @@ class Syncer:
             await signal_all(self.acts.client, dict(reports), SIG_REPLICAS)
         if new_uids or self.gained:
             await self._tell_scheduler(new_uids, self.gained)
-
-    def _release_held(self, current: dict[str, ReplicaStatus],
-                      reports: dict[str, ReplicaReport]) -> None:
-        """Tell jobs about the starts held back (see the module docstring, "held starts"): with
-        another change of the same job this round, once a round has passed and none of the
-        job's replicas here is still Pending, or after ``hold_starts`` rounds whatever else."""
-        ctx = self.ctx
-        if not ctx.held:
-            return
-        pending = {r.job_uid for r in current.values() if r.state == "Pending"}
-        for name, since in list(ctx.held.items()):
-            r = current.get(name)
-            if r is None or r.state != "Running":
-                del ctx.held[name]  # gone or changed: reported as such
-                continue
-            wf = job_workflow_id(r.namespace, r.job_name)
-            age = ctx.rounds - since
-            if wf in reports or (age >= 1 and r.job_uid not in pending) \
-                    or age >= self.cfg.hold_starts:
-                del ctx.held[name]
-                reports.setdefault(wf, ReplicaReport(ctx.name)).updates.append(update_of(r))
 
     async def _tell_scheduler(self, new: dict[str, int], gained: bool) -> None:
         """``new``: replicas per job uid that the allocatable written this round accounts for
@@ -446,12 +424,6 @@ class Syncer:
             if key in keys:
                 out[key] = obj
         return out
-
-
-def _plain_start(prev: Seen | None, r: ReplicaStatus) -> bool:
-    """A replica the job knows as Pending that now runs, nothing else changed."""
-    return (prev is not None and prev.state == "Pending" and r.state == "Running"
-            and prev.attempt == r.attempt)
 
 
 class SkyletWithSync(SkyletActivities):
