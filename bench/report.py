@@ -385,6 +385,10 @@ def k8s_target(d: dict[str, Any]) -> str:
         rows.append(["the Temporal floor: as many minimal workflows / direct", "(context)",
                      f"{fmt(h['floor_over_direct'])}x ({fmt(h.get('temporal_floor_s'))} s / "
                      f"{fmt(h.get('direct_all_running_after_s'))} s)", ""])
+    if h.get("floor_with_pods_over_direct") is not None:
+        rows.append(["the floor with the pods (the same pods and as many minimal workflows at "
+                     "once) / direct: the best one workflow per job can reach here", "(context)",
+                     f"{fmt(h['floor_with_pods_over_direct'])}x", ""])
     return table(["target", "wanted", "this run", ""], rows) + "\n\n"
 
 
