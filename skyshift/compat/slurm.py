@@ -10,7 +10,8 @@ Config (``Cluster.spec.config``)::
     workdir           directory for ``<name>.out`` (stdout+stderr), ``<name>.job`` and
                       ``<name>.exit``; must be shared between the login node and compute nodes;
                       relative paths are under the (remote) home [default .skyshift/slurm/<name>]
-    poll_interval     seconds between polls the skylet should use [default 2]
+    poll_interval     seconds between the skylet's sync rounds on this cluster (each round
+                      runs squeue and sinfo) [default: the skylet's interval, 1 s]
     host, username, ssh_key_path, port, known_hosts_file, strict_host_key_checking
                       run everything on ``host`` over key-based SSH (BatchMode, no prompts)
     account, qos, time_limit, sbatch_args   passed to sbatch
@@ -187,7 +188,8 @@ class SlurmManager:
         self._deleted: set[int] = set()  # job ids cancelled by delete(): never listed again
 
     @property
-    def poll_interval(self) -> float:
+    def poll_interval(self) -> float | None:
+        """Seconds between the skylet's sync rounds here (None: the skylet's own interval)."""
         return self.config.poll_interval
 
     # ---- ClusterManager -------------------------------------------------------------------

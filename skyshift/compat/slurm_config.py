@@ -17,7 +17,7 @@ class SlurmConfig:
     slurm_conf: str | None = None
     partition: str | None = None
     workdir: str = ""
-    poll_interval: float = 2.0
+    poll_interval: float | None = None  # None: the skylet's own sync interval
     host: str | None = None
     username: str | None = None
     ssh_key_path: str | None = None
@@ -72,7 +72,8 @@ class SlurmConfig:
             slurm_conf=opt_str("slurm_conf"),
             partition=opt_str("partition"),
             workdir=opt_str("workdir") or f".skyshift/slurm/{name}",
-            poll_interval=number("poll_interval", 2.0, 0.1),
+            poll_interval=(number("poll_interval", 1.0, 0.1) if "poll_interval" in config
+                           else None),
             host=opt_str("host"),
             username=opt_str("username") or opt_str("user"),
             ssh_key_path=opt_str("ssh_key_path"),
