@@ -207,8 +207,8 @@ class ThroughSkyShift:
         self.run_id = run_id
         self.names: list[str] = []
 
-    async def attach(self, sim: SimSlurmCluster, workdir: Path,
-                     queue_depth: float | None = None) -> None:
+    async def attach(self, sim: SimSlurmCluster, workdir: Path, queue_depth: float | None = None,
+                     poll_interval: float | None = None) -> None:
         with contextlib.suppress(ApiError):
             await self.api.delete("clusters", CLUSTER)
             await self._gone("clusters", CLUSTER, 120)
@@ -217,6 +217,7 @@ class ThroughSkyShift:
             "spec": {"manager": "slurm", "config": {
                 **sim.adapter_config(workdir),
                 **({} if queue_depth is None else {"queue_depth": queue_depth}),
+                **({} if poll_interval is None else {"poll_interval": poll_interval}),
             }},
         })
         deadline = time.monotonic() + 120
@@ -381,11 +382,12 @@ async def run(args: argparse.Namespace, url: str, home: Path, temporal: str,
     sky = ThroughSkyShift(api, run_id)
     slots = len(sim.nodes) * sim.node_cpus
     out: dict[str, Any] = {
-        "sim": {"nodes": len(sim.nodes), "cpus_per_node": sim.node_cpus, "slots": slots},
+        "sim": {"nodes": len(sim.nodes), "cpus_per_node": sim.node_cpus, "slots": slots,
+                "poll_interval": args.poll_interval},
         "original": ORIGINAL,
     }
     try:
-        await sky.attach(sim, tmp / "skyshift", args.queue_depth)
+        await sky.attach(sim, tmp / "skyshift", args.queue_depth, args.poll_interval)
         log(f"cluster {CLUSTER}: {len(sim.nodes)} nodes x {sim.node_cpus} CPUs ({slots} "
             f"one-CPU jobs at once), attached and Ready")
         queue = ((await api.get("clusters", CLUSTER)).get("status") or {}).get("queue") or {}
@@ -474,6 +476,9 @@ def main() -> None:
     ap.add_argument("--queue-depth", type=float, default=None,
                     help="the cluster's queue_depth (default: the adapter's; 0 turns the "
                          "batch queue off, for an A/B run)")
+    ap.add_argument("--poll-interval", type=float, default=None,
+                    help="the cluster's poll_interval: seconds between the skylet's sync rounds "
+                         "(default: the skylet's, 1 s)")
     args = ap.parse_args()
     if args.quick:
         args.latency_jobs, args.drain = min(args.latency_jobs, 10), min(args.drain, 50)
