@@ -173,7 +173,7 @@ class Syncer:
                 down_since = down_since or time.monotonic()
                 if phase != "Error" and time.monotonic() - down_since >= self._lost_after():
                     return await self._lost(inp, str(exc) or type(exc).__name__)
-                await asyncio.sleep(self._interval())
+                await self._pause()
                 continue
             except CompatError as exc:  # Permanent / Unsupported: bad config, cannot attach
                 msg = f"cannot attach cluster {inp.cluster}: {exc}"
@@ -191,14 +191,19 @@ class Syncer:
                 await self._report(listing, first)
             except SignalsFailed as exc:  # undone: the next round reports the same changes
                 log.warning("cluster %s: %s; reporting again next round", inp.cluster, exc)
-                await asyncio.sleep(self._interval())
+                await self._pause()
                 continue
             SYNC_ROUND.labels(cluster=inp.cluster).observe(time.monotonic() - round_start)
             if phase != "Ready":
                 await self._recovered(lost, inp.cluster)
                 return SyncResult("Ready", "", [])
-            await asyncio.sleep(self._interval())
+            await self._pause()
         return SyncResult(phase, "", lost)
+
+    async def _pause(self) -> None:
+        """Wait for the next round, heartbeating: a poll_interval longer than the heartbeat
+        timeout (5 s) must not look like a dead worker to Temporal."""
+        await heartbeating(asyncio.sleep(self._interval()), every=1.0)
 
     def _interval(self) -> float:
         """Seconds between rounds: the manager's own (``poll_interval`` in a Slurm cluster's

@@ -41,3 +41,16 @@ def test_a_manager_without_the_notion_is_synced_at_the_skylets_interval() -> Non
         pass
 
     assert syncer(Plain(), interval=0.25)._interval() == 0.25
+
+
+async def test_a_pause_longer_than_the_heartbeat_timeout_keeps_heartbeating(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sync activity's heartbeat timeout is 5 s: a cluster synced every 30 s must not look
+    like a dead worker between rounds (Temporal would cancel and retry the sync each time)."""
+    from temporalio import activity
+
+    beats: list[object] = []
+    monkeypatch.setattr(activity, "heartbeat", lambda *details: beats.append(details))
+    await syncer(SlurmManager("c1", {"poll_interval": 2.5}))._pause()
+    assert beats, "no heartbeat during a 2.5 s pause"
