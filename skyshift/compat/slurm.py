@@ -11,7 +11,8 @@ Config (``Cluster.spec.config``)::
                       ``<name>.exit``; must be shared between the login node and compute nodes;
                       relative paths are under the (remote) home [default .skyshift/slurm/<name>]
     poll_interval     seconds between the skylet's sync rounds on this cluster (each round
-                      runs squeue and sinfo) [default: the skylet's interval, 1 s]
+                      runs squeue and sinfo; ends and losses are seen that much later), 0.1-300
+                      [default: the skylet's interval, 1 s]
     host, username, ssh_key_path, port, known_hosts_file, strict_host_key_checking
                       run everything on ``host`` over key-based SSH (BatchMode, no prompts)
     account, qos, time_limit, sbatch_args   passed to sbatch

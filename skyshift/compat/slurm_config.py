@@ -62,6 +62,10 @@ class SlurmConfig:
             raise Permanent(
                 f"slurm cluster {name}: container_runtime must be apptainer or singularity"
             )
+        poll = number("poll_interval", 1.0, 0.1) if "poll_interval" in config else None
+        if poll is not None and poll > 300:
+            raise Permanent(f"slurm cluster {name}: poll_interval must be a number 0.1-300 "
+                            "(seconds between the skylet's looks at the cluster)")
         depth = number("queue_depth", 1.0, 0.0)
         if not depth <= 100:
             raise Permanent(f"slurm cluster {name}: queue_depth must be a number 0-100")
@@ -72,8 +76,7 @@ class SlurmConfig:
             slurm_conf=opt_str("slurm_conf"),
             partition=opt_str("partition"),
             workdir=opt_str("workdir") or f".skyshift/slurm/{name}",
-            poll_interval=(number("poll_interval", 1.0, 0.1) if "poll_interval" in config
-                           else None),
+            poll_interval=poll,
             host=opt_str("host"),
             username=opt_str("username") or opt_str("user"),
             ssh_key_path=opt_str("ssh_key_path"),

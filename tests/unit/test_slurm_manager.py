@@ -329,6 +329,7 @@ async def test_never_fitting_request_is_permanent(manager: SlurmManager) -> None
 @pytest.mark.parametrize("config,match", [
     ({"port": "22"}, "port"),
     ({"poll_interval": 0}, "poll_interval"),
+    ({"poll_interval": 3600}, "poll_interval"),
     ({"sbatch_args": "--exclusive"}, "sbatch_args"),
     ({"container_runtime": "docker"}, "container_runtime"),
     ({"slurm_conf": 3}, "slurm_conf"),
