@@ -6,6 +6,7 @@ key, so a bad config fails the attach with a clear status instead of a failure l
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,10 +46,13 @@ class SlurmConfig:
                 raise Permanent(f"slurm cluster {name}: {key} must be a string")
             return value
 
-        def number(key: str, default: float, low: float) -> float:
+        def number(key: str, default: float, low: float, high: float = math.inf) -> float:
             value = config.get(key, default)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < low:
-                raise Permanent(f"slurm cluster {name}: {key} must be a number >= {low:g}")
+            # written so that NaN fails too
+            if isinstance(value, bool) or not isinstance(value, int | float) \
+                    or not low <= value <= high:
+                bound = f">= {low:g}" if high == math.inf else f"{low:g}-{high:g}"
+                raise Permanent(f"slurm cluster {name}: {key} must be a number {bound}")
             return float(value)
 
         extra = config.get("sbatch_args") or []
@@ -62,13 +66,8 @@ class SlurmConfig:
             raise Permanent(
                 f"slurm cluster {name}: container_runtime must be apptainer or singularity"
             )
-        poll = number("poll_interval", 1.0, 0.1) if "poll_interval" in config else None
-        if poll is not None and poll > 300:
-            raise Permanent(f"slurm cluster {name}: poll_interval must be a number 0.1-300 "
-                            "(seconds between the skylet's looks at the cluster)")
-        depth = number("queue_depth", 1.0, 0.0)
-        if not depth <= 100:
-            raise Permanent(f"slurm cluster {name}: queue_depth must be a number 0-100")
+        poll = number("poll_interval", 1.0, 0.1, 300) if "poll_interval" in config else None
+        depth = number("queue_depth", 1.0, 0.0, 100)
         port = config.get("port", 22)
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
             raise Permanent(f"slurm cluster {name}: port must be an integer 1-65535")
