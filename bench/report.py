@@ -430,7 +430,7 @@ def section_generic(name: str, data: dict[str, Any], images: list[str], lead: st
     text = f"## {name} (bench/{name}.py)\n\n" + lead
     text += "".join(f"![{name}](../bench/results/{img})\n\n" for img in images)
     if rows:
-        text += table(["figure", "value"], rows[:80]) + "\n"
+        text += table(["figure", "value"], rows) + "\n"
     elif data.get("stdout"):
         text += "```\n" + data["stdout"].strip() + "\n```\n"
     return text
