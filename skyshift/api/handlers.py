@@ -258,15 +258,27 @@ async def delete(
                 f"namespace {name} still holds {total} objects ({listing}): delete them first",
                 details=[{"field": p, "message": f"{n} objects"} for p, n in counts.items()],
             )
-    expected = str(current["metadata"]["resourceVersion"])
     if (hooks := _hooks(info, lifecycle)) is not None:
         marked = current
-        if not current["metadata"].get("deletionTimestamp"):
+        if resource_version and not current["metadata"].get("deletionTimestamp"):
             marked = await store.update(
-                info.plural, objects.mark_deleting(current), expected_rv=expected
+                info.plural, objects.mark_deleting(current), expected_rv=resource_version
             )
+        elif not current["metadata"].get("deletionTimestamp"):
+            # No precondition: a status write by the workflow between the read and this write
+            # is no reason to refuse the DELETE (it was a 409 the user could only retry).
+            marked = await store.guaranteed_update(info.plural, name, namespace, _marked)
         # Re-notify on a repeated DELETE too: the signal is idempotent and may have been lost.
         await notify(hooks.deleting, marked)
         return marked, False
+    # The Namespace check above read the object it counted for; without a precondition a
+    # concurrent write to any other kind does not block its removal.
+    expected = str(current["metadata"]["resourceVersion"]) if (
+        resource_version or info.kind == "Namespace") else None
     deleted = await store.delete(info.plural, name, namespace, expected_rv=expected)
     return deleted, True
+
+
+def _marked(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """``guaranteed_update`` mutation of a DELETE: mark once (None when already marked)."""
+    return None if obj["metadata"].get("deletionTimestamp") else objects.mark_deleting(obj)

@@ -8,6 +8,7 @@ Temporal side is tested with the workflows); etcd is real.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 import pytest
@@ -67,6 +68,43 @@ async def test_job_hooks_on_create_update_delete(
     assert r.status_code == 202
     assert r.json()["metadata"]["resourceVersion"] == deleting["metadata"]["resourceVersion"]
     assert api_lifecycle.hooks()[-2:] == ["deleting", "deleting"]
+
+
+async def test_delete_without_precondition_survives_a_concurrent_status_write(
+    api_client: httpx.AsyncClient, api_lifecycle: RecordingLifecycle, store: ObjectStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The workflow writes a job's status while the DELETE is between its read and its write:
+    a DELETE without a resourceVersion still marks the job (it was a 409 the user had to
+    retry); one with the resourceVersion it read is refused, as asked."""
+    c = api_client
+    assert (await c.post("/default/jobs", json=sample("jobs", "raced"))).status_code == 201
+    read = store.get
+    writes: list[int] = []
+
+    async def read_then_status_write(plural: str, name: str, namespace: str | None = None) -> Any:
+        obj = await read(plural, name, namespace)
+        if plural == "jobs" and name == "raced":
+            writes.append(len(writes))
+            await store.guaranteed_update("jobs", name, namespace, lambda o: {
+                **o, "status": {**(o.get("status") or {}), "phase": "Running",
+                                "message": f"status write {len(writes)}"}})
+        return obj
+
+    monkeypatch.setattr(store, "get", read_then_status_write)
+    before = await read("jobs", "raced", "default")
+    r = await c.delete("/default/jobs/raced", params={
+        "resourceVersion": before["metadata"]["resourceVersion"]})
+    assert r.status_code == 409, r.text
+    assert not (await read("jobs", "raced", "default"))["metadata"].get("deletionTimestamp")
+
+    r = await c.delete("/default/jobs/raced")
+    assert r.status_code == 202, r.text
+    assert len(writes) == 2  # each DELETE raced with a status write
+    stored = await read("jobs", "raced", "default")
+    assert stored["metadata"]["deletionTimestamp"]
+    assert stored["status"]["phase"] == "Deleting"
+    assert api_lifecycle.hooks()[-1] == "deleting"
 
 
 async def test_cluster_hooks(
