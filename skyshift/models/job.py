@@ -17,13 +17,21 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 RestartPolicy = Literal["Always", "OnFailure", "Never"]
 
 
-class ResourceRequest(StrictModel):
-    """Per-replica request. cpus: cores or millicores ('500m'); memory: MB or '4Gi'."""
+MAX_CPUS = 1_000_000  # per replica: far above any node, low enough to print in a reason
+MAX_MEMORY_MB = 1_000_000_000  # a petabyte
+MAX_DEVICES = 100_000  # gpus or accelerators of one type
+MAX_PRIORITY = 1_000_000_000  # Kubernetes' range for user-defined priority classes
 
-    cpus: float = 1.0
-    memory: float = 0.0
-    gpus: int = Field(default=0, ge=0)
-    accelerators: dict[str, int] = Field(default_factory=dict)
+
+class ResourceRequest(StrictModel):
+    """Per-replica request. cpus: cores or millicores ('500m'); memory: MB or '4Gi'. Bounded so
+    that a number no cluster could hold fails here, not as a 300-digit reason or a 64-bit
+    overflow in a cluster's API."""
+
+    cpus: float = Field(default=1.0, le=MAX_CPUS)
+    memory: float = Field(default=0.0, le=MAX_MEMORY_MB)
+    gpus: int = Field(default=0, ge=0, le=MAX_DEVICES)
+    accelerators: dict[str, Annotated[int, Field(le=MAX_DEVICES)]] = Field(default_factory=dict)
 
     @field_validator("cpus", mode="before")
     @classmethod
@@ -72,9 +80,9 @@ class JobSpec(StrictModel):
     resources: ResourceRequest = Field(default_factory=ResourceRequest)
     replicas: int = Field(default=1, ge=0, le=10_000)
     restartPolicy: RestartPolicy = "OnFailure"
-    maxRestarts: int = Field(default=3, ge=0)
+    maxRestarts: int = Field(default=3, ge=0, le=1_000_000)
     placement: Placement = Field(default_factory=Placement)
-    priority: int = 0
+    priority: int = Field(default=0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
     volumes: Any = Field(default=None, exclude=True)
 
     @field_validator("image")
