@@ -222,7 +222,8 @@ def up(
 
 @main.command()
 @click.option(
-    "--purge", is_flag=True, help="Also delete the data (etcd, Temporal db, clusters, logs)."
+    "--purge", is_flag=True,
+    help="Also stop local replicas and delete the data (etcd, Temporal db, clusters, logs).",
 )
 @click.option(
     "--grace",
@@ -236,7 +237,9 @@ def down(purge: bool, grace: float) -> None:
     """Stop everything `skyshift up` started, in reverse order.
 
     Each process group gets SIGTERM, then SIGKILL after the grace period. Data stays for the next
-    `up` unless --purge is given; the CLI config is always kept.
+    `up` unless --purge is given; the CLI config is always kept. Replicas of local clusters keep
+    running (the next `up` finds them again); --purge stops them too before it deletes their
+    directories.
     """
     home = skyshift_home()
     console = _console()
@@ -246,7 +249,8 @@ def down(purge: bool, grace: float) -> None:
         if item.outcome in ("stopped", "killed"):
             any_running = True
             how = "stopped" if item.outcome == "stopped" else "killed after the grace period"
-            console.print(f"[green]✓[/] {item.name}: {how} (pid {item.pid})")
+            pid = f" (pid {item.pid})" if item.pid is not None else ""
+            console.print(f"[green]✓[/] {item.name}: {how}{pid}")
         elif item.outcome == "stale pid file":
             console.print(f"[dim]- {item.name}: removed stale pid file[/]")
     if not any_running:

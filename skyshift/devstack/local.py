@@ -18,6 +18,7 @@ import httpx
 import yaml
 
 from skyshift.client.config import Context, load_config, save_config
+from skyshift.compat import local_proc
 from skyshift.devstack.components import StackError
 
 LOCAL_CLUSTER = "local"
@@ -59,6 +60,17 @@ def memory_mb() -> int:
 
 def local_state_dir(home: Path) -> Path:
     return home / "clusters" / LOCAL_CLUSTER
+
+
+def stop_replicas(clusters: Path, grace: float) -> int:
+    """Stop every replica still running from a local cluster whose state is under ``clusters``
+    (``down --purge`` is about to delete their directories: left alone, they would run on with
+    nothing that knows of them). Returns how many were running."""
+    infos = [info for pid in clusters.glob("*/replicas/*/pid")
+             if (info := local_proc.read_pid(pid.parent)) is not None]
+    running = sum(local_proc.alive(info) for info in infos)
+    local_proc.stop(infos, grace)  # also the groups of supervisors killed on their own
+    return running
 
 
 def local_cluster_config(home: Path, run_as: str | None = None) -> dict[str, Any]:

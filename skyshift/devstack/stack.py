@@ -30,7 +30,7 @@ from skyshift.devstack.components import (
     module_installed,
 )
 from skyshift.devstack.etcd_auth import secure_home
-from skyshift.devstack.local import LOCAL_CLUSTER, local_state_dir
+from skyshift.devstack.local import LOCAL_CLUSTER, local_state_dir, stop_replicas
 
 STATE_FILE = "stack.json"
 DEFAULT_GRACE = 10.0
@@ -346,6 +346,8 @@ def down(home: Path, purge: bool = False, grace: float = DEFAULT_GRACE) -> list[
             state.components = records
             state.save()
         if purge:
+            if replicas := stop_replicas(home / "clusters", grace):
+                out.append(Stopped(f"{replicas} local replicas", None, "stopped"))
             for component in components:
                 for path in component.data_dirs:
                     shutil.rmtree(path, ignore_errors=True)

@@ -18,6 +18,7 @@ import yaml
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 
+from skyshift.compat import local_proc
 from skyshift.contract.client import connect
 from skyshift.devstack import procs
 from skyshift.devstack import stack as stack_mod
@@ -370,3 +371,28 @@ def test_generic_hook_runs_once_healthy_and_changed_env_is_not_reused(
             stack_mod.up(home, {}, Recorder())
     finally:
         stack_mod.down(home, grace=5)
+
+
+def test_purge_stops_local_replicas_before_deleting_their_state(tmp_path: Path) -> None:
+    """``down`` leaves local replicas running (the next ``up`` adopts them); ``down --purge``
+    deletes their directories, so it stops them first: nothing is left running that no
+    cluster knows of."""
+    home = tmp_path / "home"
+    rdir = home / "clusters" / "local" / "replicas" / "job-a-0"
+    rdir.mkdir(parents=True)
+    local_proc.launch(rdir, ["sleep", "600"], {"PATH": "/usr/bin:/bin"})
+    info = local_proc.read_pid(rdir)
+    assert info is not None and local_proc.alive(info)
+    try:
+        kept = stack_mod.down(home)
+        assert local_proc.alive(info) and rdir.exists()
+        assert not any("replicas" in s.name for s in kept)
+
+        purged = stack_mod.down(home, purge=True, grace=2.0)
+    finally:
+        local_proc.stop([info], 0)  # whatever happened above, no sleep outlives the test
+    assert not local_proc.alive(info)
+    assert info.group not in (local_proc.live_groups() or set())  # the sleep went with it
+    assert not rdir.exists()
+    assert [(s.name, s.outcome) for s in purged if "replicas" in s.name] == [
+        ("1 local replicas", "stopped")]
