@@ -115,6 +115,12 @@ async def job_exec(
         body = ExecRequest.model_validate(await asyncio.to_thread(parse_json, raw, limits))
     except ValidationError as exc:
         raise from_validation(exc, "exec request") from exc
+    for index, arg in enumerate(body.command):
+        if "\x00" in arg:  # no argv can hold one: the replica's exec would fail (5xx)
+            raise ApiError(
+                422, f"invalid exec request: command[{index}] contains a NUL byte",
+                field=f"command[{index}]",
+            )
     job = await handlers.get_object(get_store(request), JOB, name, namespace)
     try:
         result = await lifecycle.exec(job, body.command, body.rank)

@@ -7,10 +7,15 @@ merge patch (a 500 with RecursionError). So every decoded body is also walked (i
 against a nesting depth, a count of values and an estimate of its serialized size, and the
 patched object is bounded the same way. The errors are 400 (shape) or 413 (size) and name the
 field where the limit was hit.
+
+The same walk refuses strings (values and keys) holding a lone UTF-16 surrogate (JSON ``"\\ud800"``
+or YAML ``"\\ud800"`` decode to one): Python keeps them, but they cannot be encoded as UTF-8, so
+once stored every read of the object would fail (422 naming the field instead).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +97,28 @@ def too_big(limits: Limits, field: str | None, what: str = "request body") -> Ap
     )
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def surrogate_at(text: str) -> int | None:
+    """Index of the first lone surrogate code point in ``text`` (None: it encodes as UTF-8)."""
+    if text.isascii():
+        return None
+    match = _SURROGATE.search(text)
+    return None if match is None else match.start()
+
+
+def has_surrogate(field: str | None, text: str, what: str = "request body") -> ApiError:
+    point = ord(text[surrogate_at(text) or 0])
+    where = f" at {field}" if field else ""
+    return ApiError(
+        422,
+        f"{what} holds a string with a lone UTF-16 surrogate (U+{point:04X}){where}: "
+        "text must be valid Unicode",
+        field=field,
+    )
+
+
 def _scalar_size(value: Any) -> int:
     if isinstance(value, str):
         return len(value) + 2
@@ -102,7 +129,8 @@ def _scalar_size(value: Any) -> int:
 
 def check_tree(value: Any, limits: Limits, what: str = "request body") -> None:
     """Raise (400/413, naming the field) when ``value`` is deeper, has more values or would
-    serialize larger than ``limits`` allow. Iterative: any depth is safe to walk."""
+    serialize larger than ``limits`` allow, and 422 when a string or key in it holds a lone
+    surrogate. Iterative: any depth is safe to walk."""
     stack: list[tuple[Any, int, Chain]] = [(value, 1, None)]
     nodes = 0
     size = 0
@@ -118,6 +146,9 @@ def check_tree(value: Any, limits: Limits, what: str = "request body") -> None:
             if isinstance(item, dict):
                 for key, child in item.items():
                     size += len(str(key)) + 4
+                    if isinstance(key, str) and surrogate_at(key) is not None:
+                        printable = key.encode("utf-8", "backslashreplace").decode()
+                        raise has_surrogate(chain_path((printable, chain)), key, what)
                     stack.append((child, depth + 1, (key, chain)))
             else:
                 for index, child in enumerate(item):
@@ -125,6 +156,8 @@ def check_tree(value: Any, limits: Limits, what: str = "request body") -> None:
                     stack.append((child, depth + 1, (index, chain)))
         else:
             size += _scalar_size(item)
+            if isinstance(item, str) and surrogate_at(item) is not None:
+                raise has_surrogate(chain_path(chain), item, what)
         if size > limits.max_bytes:
             raise too_big(limits, chain_path(chain), what)
 

@@ -9,6 +9,8 @@ Exit codes: 1 for failures reported by the API (or while talking to it), 2 for u
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import IO, Any
 
 import click
@@ -32,6 +34,32 @@ class UsageProblem(CliError):
     """A bad value the user typed, found after click parsed it (exit 2, no usage dump)."""
 
     exit_code = EXIT_USAGE
+
+
+_ESCAPED = re.compile("[\ud800-\udfff]")
+
+
+def undecodable_argument(args: Sequence[str]) -> UsageProblem | None:
+    """The error for the first command-line argument that is not UTF-8 text, or None.
+
+    Python hands such bytes over as lone surrogates (``surrogateescape``), which no request body
+    can carry; so they are refused once, here, for every option and argument, naming the option
+    they were given to."""
+    for index, arg in enumerate(args):
+        match = _ESCAPED.search(arg)
+        if match is None:
+            continue
+        point = ord(match.group())
+        what = f"byte 0x{point - 0xDC00:02x}" if 0xDC80 <= point <= 0xDCFF else f"U+{point:04X}"
+        before = args[index - 1] if index else ""
+        if arg.startswith("--") and "=" in arg:
+            where = arg.split("=", 1)[0]
+        elif before.startswith("-") and before != "--" and not _ESCAPED.search(before):
+            where = before
+        else:
+            where = f"argument {arg!r}"
+        return UsageProblem(f"{where}: the value is not valid UTF-8 text ({what})")
+    return None
 
 
 def one_line(text: str) -> str:

@@ -29,6 +29,7 @@ from skyshift.cli.errors import (
     describe_validation,
     one_line,
     tidy_lines,
+    undecodable_argument,
 )
 from skyshift.cli.exec_cmd import exec_command
 from skyshift.cli.get import get
@@ -55,6 +56,11 @@ class SkyctlGroup(AliasedGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
+        if problem := undecodable_argument(sys.argv[1:] if args is None else args):
+            if not standalone_mode:
+                raise problem
+            problem.show()
+            sys.exit(problem.exit_code)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
         sys.exit(guarded(lambda: super(SkyctlGroup, self).main(

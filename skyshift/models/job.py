@@ -90,6 +90,15 @@ class JobSpec(StrictModel):
     def _image(cls, v: str) -> str:
         return validate_image(v)
 
+    @field_validator("run")
+    @classmethod
+    def _run(cls, v: str) -> str:
+        # every manager runs it as an argument of /bin/sh -c, and no process argument can hold
+        # a NUL: the local manager's launch failed with ValueError on every retry
+        if "\0" in v:
+            raise ValueError("the command must not contain a NUL byte")
+        return v
+
     @field_validator("imagePullPolicy")
     @classmethod
     def _pull_policy(cls, v: Any) -> None:

@@ -295,3 +295,74 @@ async def test_login_still_takes_json_and_forms(
     r = await secure_client.post("/token", json={"username": "admin", "password": password})
     assert r.status_code == 200
     assert bearer(r.json()["access_token"])
+
+
+# --- 4. lone UTF-16 surrogates (JSON "\ud800") and NUL bytes where argv goes -----------------
+
+AS_JSON = {"Content-Type": "application/json"}
+
+
+async def test_a_lone_surrogate_is_422_naming_the_field_and_nothing_is_stored(
+    api_client: httpx.AsyncClient, store: ObjectStore, api_lifecycle: Any
+) -> None:
+    """Stored, such a string broke every later read of the kind (500 on UTF-8 encoding)."""
+    c = api_client
+    job = '{"kind":"Job","metadata":{"name":"s2"%s},"spec":{"run":"echo %s"}}'
+    err = await refused(c, store, "POST", "/default/jobs", 422, field="spec.run",
+                        content=job % ("", "\\ud800"), headers=AS_JSON)
+    assert "surrogate" in err["message"] and "spec.run" in err["message"]
+    annotated = job % (',"annotations":{"note":"x\\udfff"}', "hi")
+    await refused(c, store, "POST", "/default/jobs", 422, field="metadata.annotations.note",
+                  content=annotated, headers=AS_JSON)
+    keyed = job % (',"annotations":{"k\\udc80":"v"}', "hi")
+    err = await refused(c, store, "POST", "/default/jobs", 422, content=keyed, headers=AS_JSON)
+    assert err["field"] == "metadata.annotations.k\\udc80"  # the key, printable
+    as_yaml = 'kind: Job\nmetadata: {name: s3}\nspec: {run: "echo \\ud800"}\n'
+    # libyaml refuses the escape itself (400); the pure-Python parser decodes it (422 here)
+    r = await c.post("/default/jobs", content=as_yaml, headers=YAML)
+    assert r.status_code in (400, 422), r.text
+    # updates of a stored object are refused the same way
+    assert (await c.post("/default/jobs", json=sample("jobs", "ok"))).status_code == 201
+    merge = '{"metadata":{"annotations":{"a":"\\ud800"}}}'
+    await refused(c, store, "PATCH", "/default/jobs/ok", 422,
+                  field="metadata.annotations.a", content=merge, headers=MERGE)
+    # every read still works and holds only the good job; no workflow was asked to start
+    for path in ("/default/jobs", "/jobs"):
+        r = await c.get(path)
+        assert r.status_code == 200, r.text
+        assert [j["metadata"]["name"] for j in r.json()["items"]] == ["ok"]
+    assert (await c.get("/default/jobs/s2")).status_code == 404
+    assert api_lifecycle.hooks("s2") == [] and api_lifecycle.hooks("s3") == []
+    # characters beyond the BMP (a proper surrogate pair in JSON) are fine
+    emoji = job % ("", "\\ud83d\\ude00")
+    r = await c.post("/default/jobs", content=emoji.replace('"s2"', '"smile"'), headers=AS_JSON)
+    assert r.status_code == 201, r.text
+    assert (await c.get("/default/jobs/smile")).json()["spec"]["run"] == "echo \U0001f600"
+
+
+async def test_exec_refuses_a_nul_byte_or_a_surrogate_in_the_command(
+    api_client: httpx.AsyncClient, store: ObjectStore, api_lifecycle: Any
+) -> None:
+    """No argv can hold either: the replica's exec failed with a 502/503 instead."""
+    c = api_client
+    assert (await c.post("/default/jobs", json=sample("jobs", "ex"))).status_code == 201
+    for arg in ("a\\u0000b", "a\\ud800"):
+        body = f'{{"command": ["echo", "{arg}"]}}'
+        err = await refused(c, store, "POST", "/default/jobs/ex/exec", 422, field="command[1]",
+                            content=body, headers=AS_JSON)
+        assert "command[1]" in err["message"], err
+    assert api_lifecycle.exec_args == []
+    r = await c.post("/default/jobs/ex/exec", json={"command": ["echo", "a b"]})
+    assert r.status_code == 200 and api_lifecycle.exec_args == [(["echo", "a b"], 0)]
+
+
+async def test_a_nul_byte_in_a_jobs_command_is_422_naming_spec_run(
+    api_client: httpx.AsyncClient, store: ObjectStore, api_lifecycle: Any
+) -> None:
+    """It runs as an argument of /bin/sh -c, which cannot hold one: a workflow that retried
+    its launch for ever instead."""
+    body = '{"kind":"Job","metadata":{"name":"nul"},"spec":{"run":"echo a\\u0000b"}}'
+    err = await refused(api_client, store, "POST", "/default/jobs", 422, field="spec.run",
+                        content=body, headers=AS_JSON)
+    assert "NUL" in err["message"]
+    assert api_lifecycle.hooks("nul") == []

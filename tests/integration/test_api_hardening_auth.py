@@ -283,3 +283,43 @@ async def test_role_writers_cannot_overwrite_or_delete_roles_they_do_not_hold(
     r = await c.patch("/roles/reader", json={"spec": {"users": ["ra"]}},
                       headers={**admin_headers, "Content-Type": "application/merge-patch+json"})
     assert r.status_code == 200, r.text
+
+
+# --- lone UTF-16 surrogates on the unauthenticated routes ---------------------------------------
+
+
+async def test_a_lone_surrogate_in_credentials_is_refused_and_counted(
+    make_secure_api: MakeSecureApi, auth_home: Path, store: ObjectStore
+) -> None:
+    """They were 500s (argon2, the name codec and the invite hash encode to UTF-8), which
+    skipped the throttles."""
+    as_json = {"Content-Type": "application/json"}
+    app = make_secure_api(max_failures_per_address=3)
+    async with asgi_client(app) as c:
+        password = admin_password(auth_home)
+        for body, field in [
+            ('{"username":"admin","password":"\\ud800xxxxxxxx"}', "password"),
+            ('{"username":"ad\\ud800","password":"xxxxxxxxxx"}', "username"),
+            ('{"username":"admin","password":"xxxxxxxx\\udfff"}', "password"),
+        ]:
+            r = await c.post("/token", content=body, headers=as_json)
+            assert r.status_code == 422, r.text
+            assert r.json()["error"]["field"] == field and field in r.json()["error"]["message"]
+        # each counted against the address: now even the right password is throttled there
+        r = await c.post("/token", data={"username": "admin", "password": password})
+        assert r.status_code == 429, r.text
+        async with from_address(app, "192.0.2.20") as other:
+            admin = bearer(await token_for(other, "admin", password))
+            users_before = (await store.list("users")).items
+            r = await other.post("/revoke_invite", content='{"invite":"\\ud800"}',
+                                 headers={**as_json, **admin})
+            assert r.status_code == 422 and r.json()["error"]["field"] == "invite", r.text
+        reg = make_secure_api(max_failures_per_address=2)
+        async with asgi_client(reg) as c2:
+            body = '{"username":"bob","password":"xxxxxxxxxx","invite":"%s"}'
+            for _ in range(2):
+                r = await c2.post("/register_user", content=body % "\\ud800", headers=as_json)
+                assert r.status_code == 422 and r.json()["error"]["field"] == "invite", r.text
+            r = await c2.post("/register_user", content=body % "inv-x", headers=as_json)
+            assert r.status_code == 429, r.text  # the refused attempts were counted
+        assert (await store.list("users")).items == users_before

@@ -3,6 +3,9 @@ ends are missing or the same (click's CliRunner and the models, no server)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,3 +82,29 @@ def test_the_originals_context_name_admin_default_selects_the_local_context() ->
     assert runner.invoke(cli, ["config", "current-context"]).stdout == "other\n"
     missing = runner.invoke(cli, ["config", "use-context", "bob-prod"])
     assert missing.exit_code == 1 and "not found" in missing.stderr
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["create", "job", "c8", "-n", "ns", "--run", "echo \udcff"], "--run: "),
+    (["create", "job", "c8", "--run=echo \udcff"], "--run: "),
+    (["create", "job", "c8", "-e", "K", "v\udcff"], "argument 'v\\udcff'"),
+    (["create", "job", "c\udcff"], "argument 'c\\udcff'"),
+    (["exec", "c8", "--", "echo", "\udcff"], "argument '\\udcff'"),
+])
+def test_an_argument_that_is_not_utf8_is_a_usage_error_naming_it(
+    args: list[str], named: str
+) -> None:
+    """A non-UTF-8 byte arrives as a lone surrogate, which no request can carry."""
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: {named}"), result.stderr
+    assert "not valid UTF-8 text (byte 0xff)" in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and "cannot reach" not in result.stderr
+
+
+def test_the_console_script_refuses_a_non_utf8_option_value_before_any_request() -> None:
+    argv = [sys.executable, "-m", "skyshift.cli.main", "create", "job", "c8", "--run"]
+    done = subprocess.run([*argv, b"echo \xff"], capture_output=True, env=os.environ,
+                          timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == b"error: --run: the value is not valid UTF-8 text (byte 0xff)\n"

@@ -131,7 +131,12 @@ async def _credentials(request: Request) -> tuple[str, str]:
 )
 async def token(request: Request) -> Any:
     auth = _auth(request)
-    username, password = await _credentials(request)
+    try:
+        username, password = await _credentials(request)
+    except ApiError as exc:  # a refused attempt still counts against its address
+        if 400 <= exc.code < 500:
+            auth.throttle.addresses.failed(_address(request))
+        raise
     # Until the password proves the name, the actor is anonymous (malformed requests: no record).
     note(request, user=ANONYMOUS, action="login", resource="tokens")
     note(request, details={"claimedUser": username[:64]})
