@@ -375,3 +375,27 @@ async def test_pipelines_and_schedules_need_the_rights_to_what_they_create(world
     assert r.status_code == 403 and "may not create jobs" in r.text
     assert (await http.get("/default/schedules/s2", headers=admin)).json()["spec"][
         "jobTemplate"]["spec"]["run"] == "date"
+
+
+@pytest.mark.parametrize("value", ["t", "y", "T", "Y", "on", "1", "true"])
+async def test_every_spelling_of_a_true_watch_needs_the_watch_permission(
+    world: World, value: str
+) -> None:
+    """The check reads ``watch`` the way the route does: ``?watch=t`` is a watch, so lin (list
+    and get on jobs, no watch) is refused it, on a list, a get and the cross-namespace list."""
+    name = await Case(world, "admin", "jobs", "default").fresh("w")
+    lin = Case(world, "lin", "jobs", "default")
+    for path in ("/default/jobs", f"/default/jobs/{name}", "/jobs"):
+        async with world.http.stream(
+            "GET", path, params={"watch": value, "timeoutSeconds": "1"}, headers=world.h("lin")
+        ) as r:
+            await r.aread()
+            assert r.status_code == 403, (path, value)
+            assert r.json()["error"]["message"].startswith("forbidden: user lin may not watch jobs")
+    # a user holding watch streams with the same spelling; a false one is a plain list for lin
+    rita = Case(world, "rita", "jobs", "default")
+    assert await rita.stream_status("/default/jobs", {"watch": value}) == 200
+    r = await world.http.get("/default/jobs", params={"watch": "f"}, headers=world.h("lin"))
+    assert r.status_code == 200 and r.json()["kind"] == "JobList"
+    assert await lin.stream_status("/default/jobs", {"watch": "maybe"}) == 422
+
