@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from skyshift.api import handlers
 from skyshift.api.body import parse_json, read_bytes
-from skyshift.api.deps import authorize, get_lifecycle, get_options, get_store
+from skyshift.api.deps import authorize, check_spawns, get_lifecycle, get_options, get_store
 from skyshift.api.errors import ApiError, from_validation
 from skyshift.api.jobs import _backend_error
 from skyshift.api.lifecycle import Lifecycle
@@ -76,7 +76,9 @@ async def _schedule(request: Request, namespace: str, name: str) -> dict[str, An
     dependencies=[Depends(authorize("update", SCHEDULE, audit_action="trigger"))],
     status_code=202,
     summary="Run a schedule now",
-    description="One run now, even while the schedule is paused, under its overlap policy.",
+    description="One run now, even while the schedule is paused, under its overlap policy. "
+    "Needs `update` on the schedule and the rights to create what it runs (jobs; pipelines "
+    "too for a pipelineTemplate).",
 )
 async def trigger(
     request: Request,
@@ -85,6 +87,7 @@ async def trigger(
 ) -> JSONResponse:
     lifecycle = _lifecycle(request)
     obj = await _schedule(request, namespace, name)
+    await check_spawns(request, "Schedule", obj)  # a run creates what the schedule spawns
     try:
         await lifecycle.trigger_schedule(obj)
     except Exception as exc:
@@ -98,7 +101,8 @@ async def trigger(
     status_code=202,
     summary="Run a schedule for a past time range",
     description=f"One run for every time the schedule would have fired from start to end "
-    f"(both included), at most {MAX_BACKFILL_RUNS} runs.",
+    f"(both included), at most {MAX_BACKFILL_RUNS} runs. Needs `update` on the schedule and the "
+    "rights to create what it runs (jobs; pipelines too for a pipelineTemplate).",
     openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": BackfillRequest.model_json_schema()}}}},
 )
@@ -117,6 +121,7 @@ async def backfill(
     if body.end <= body.start:
         raise ApiError(422, "end must be after start", field="end")
     obj = await _schedule(request, namespace, name)
+    await check_spawns(request, "Schedule", obj)  # each run creates what the schedule spawns
     bound = most_runs(obj.get("spec") or {}, (body.end - body.start).total_seconds())
     if bound > MAX_BACKFILL_RUNS:
         raise ApiError(
