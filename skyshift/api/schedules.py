@@ -41,7 +41,15 @@ class BackfillRequest(BaseModel):
     @field_validator("start", "end")
     @classmethod
     def _aware(cls, v: datetime) -> datetime:
-        return v if v.tzinfo else v.replace(tzinfo=UTC)
+        """In UTC (no zone: UTC); a time whose UTC is before year 1 or after 9999 (e.g.
+        ``0001-01-01T00:00:00+01:00``) cannot be sent to Temporal, so it is refused here."""
+        aware = v if v.tzinfo else v.replace(tzinfo=UTC)
+        try:
+            return aware.astimezone(UTC)
+        except OverflowError:
+            raise ValueError(
+                "out of range: in UTC it must be from 0001-01-01 to 9999-12-31"
+            ) from None
 
 
 def _lifecycle(request: Request) -> Lifecycle:
