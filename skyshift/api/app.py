@@ -59,6 +59,9 @@ workflows.
   ADDED; with `resourceVersion=N` exactly the changes after N. A compacted N is 410. Idle
   streams get a blank line every few seconds (or BOOKMARK events with
   `allowWatchBookmarks=true`); on a late failure the last line is `{"type": "ERROR", ...}`.
+  A watch needs the `watch` permission besides `list` (or `get`); `watch` is a boolean
+  (`true`, `t`, `yes`, `y`, `on`, `1` in any case, or the same spellings of false; anything
+  else is 422), and every spelling of true is a watch for the permission check too.
 * **Auth**: every route but `/healthz`, `/readyz`, `/token` and `/register_user` needs
   `Authorization: Bearer <token>`; get one from `POST /token` (the "Authorize" button here does
   that). Tokens expire; 401 means log in again, 403 that your roles do not allow the action.

@@ -6,7 +6,10 @@ authentication and RBAC live here and in :mod:`skyshift.api.auth`, not in each r
 * :func:`current_user` turns the bearer token into a :class:`Principal` (401 otherwise);
 * :func:`authorize` checks the route's action on its kind in the request's namespace: the
   ``{namespace}`` of the path, nothing for cluster-scoped kinds, or *every namespace* for the
-  cross-namespace ``GET /{plural}`` of a namespaced kind. ``?watch=true`` also needs ``watch``.
+  cross-namespace ``GET /{plural}`` of a namespaced kind;
+* :func:`check_watch` adds ``watch`` for a list or get that streams: the route calls it with its
+  parsed ``watch`` parameter, so the check and the handler read the query value the same way
+  (``?watch=t`` is true for both, never a watch without the permission).
 
 With auth switched off (``create_app(auth=False)``, tests only) everyone is an unrestricted
 anonymous principal.
@@ -23,6 +26,7 @@ from fastapi.security import OAuth2PasswordBearer
 from skyshift.api.auth.audit import note
 from skyshift.api.auth.rbac import ALL_NAMESPACES
 from skyshift.api.auth.service import ANONYMOUS_ADMIN, AuthService, Principal
+from skyshift.api.errors import ApiError
 from skyshift.api.lifecycle import Lifecycle
 from skyshift.models.registry import KindInfo
 from skyshift.store import ObjectStore
@@ -34,12 +38,14 @@ __all__ = [
     "check_access",
     "check_role_grants",
     "check_role_replace",
+    "check_watch",
     "current_user",
 ]
 
 #: Reads ``Authorization: Bearer ...`` and gives the OpenAPI page its "Authorize" button.
 bearer = OAuth2PasswordBearer(tokenUrl="token", auto_error=False)
-_TRUE = ("1", "true", "yes", "on")
+#: set in the ASGI scope of a request that streams a watch (the metrics leave it out of latency)
+WATCH_SCOPE_KEY = "skyshift.watch"
 
 
 def get_auth(request: Request) -> AuthService | None:
@@ -73,6 +79,18 @@ async def check_access(
     auth = get_auth(request)
     if auth is not None:
         await auth.require(user, action, kind.plural, namespace)
+
+
+async def check_watch(request: Request, kind: KindInfo) -> None:
+    """403 unless the caller may also ``watch`` ``kind`` where the request acts; called by the
+    list and get routes once their (typed) ``watch`` parameter is true."""
+    auth = get_auth(request)
+    who = getattr(request.state, "principal", None)
+    if auth is not None:
+        if not isinstance(who, Principal):  # the route's authorize() sets it; never fail open
+            raise ApiError(401, "not authenticated")
+        await auth.require(who, "watch", kind.plural, request_namespace(request, kind))
+    request.scope[WATCH_SCOPE_KEY] = True
 
 
 async def check_role_grants(request: Request, role: dict[str, Any]) -> None:
@@ -126,8 +144,6 @@ def authorize(
         )
         if kind is not None and action is not None:
             await check_access(request, user, action, kind, namespace)
-            if action in ("get", "list") and request.query_params.get("watch", "").lower() in _TRUE:
-                await check_access(request, user, "watch", kind, namespace)
         return user
 
     return dependency

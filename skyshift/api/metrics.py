@@ -15,6 +15,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from skyshift.api.deps import WATCH_SCOPE_KEY
 from skyshift.metrics import API_LATENCY, API_REQUESTS
 
 
@@ -25,8 +26,8 @@ def _route(scope: Scope) -> str:
 
 
 def _is_watch(scope: Scope) -> bool:
-    query = scope.get("query_string", b"")
-    return b"watch=true" in query or b"watch=1" in query
+    """Marked by the route that started the watch (its parsed ``watch``, not the raw query)."""
+    return bool(scope.get(WATCH_SCOPE_KEY))
 
 
 class MetricsMiddleware:

@@ -26,6 +26,7 @@ from skyshift.api.deps import (
     check_role_grants,
     check_role_replace,
     check_spawns,
+    check_watch,
     get_lifecycle,
     get_options,
     get_store,
@@ -134,6 +135,7 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
     ) -> Response:
         store: ObjectStore = get_store(request)
         if watch:
+            await check_watch(request, info)
             return await watch_response(
                 store,
                 info,
@@ -252,6 +254,7 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
     ) -> Response:
         store = get_store(request)
         if watch:
+            await check_watch(request, info)
             return await watch_response(
                 store,
                 info,

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from skyshift.api import handlers
 from skyshift.api.body import parse_json, read_bytes
-from skyshift.api.deps import authorize, get_lifecycle, get_options, get_store
+from skyshift.api.deps import authorize, check_spawns, get_lifecycle, get_options, get_store
 from skyshift.api.errors import ApiError, from_validation
 from skyshift.api.jobs import _backend_error
 from skyshift.api.lifecycle import Lifecycle
@@ -41,7 +41,15 @@ class BackfillRequest(BaseModel):
     @field_validator("start", "end")
     @classmethod
     def _aware(cls, v: datetime) -> datetime:
-        return v if v.tzinfo else v.replace(tzinfo=UTC)
+        """In UTC (no zone: UTC); a time whose UTC is before year 1 or after 9999 (e.g.
+        ``0001-01-01T00:00:00+01:00``) cannot be sent to Temporal, so it is refused here."""
+        aware = v if v.tzinfo else v.replace(tzinfo=UTC)
+        try:
+            return aware.astimezone(UTC)
+        except OverflowError:
+            raise ValueError(
+                "out of range: in UTC it must be from 0001-01-01 to 9999-12-31"
+            ) from None
 
 
 def _lifecycle(request: Request) -> Lifecycle:
@@ -76,7 +84,9 @@ async def _schedule(request: Request, namespace: str, name: str) -> dict[str, An
     dependencies=[Depends(authorize("update", SCHEDULE, audit_action="trigger"))],
     status_code=202,
     summary="Run a schedule now",
-    description="One run now, even while the schedule is paused, under its overlap policy.",
+    description="One run now, even while the schedule is paused, under its overlap policy. "
+    "Needs `update` on the schedule and the rights to create what it runs (jobs; pipelines "
+    "too for a pipelineTemplate).",
 )
 async def trigger(
     request: Request,
@@ -85,6 +95,7 @@ async def trigger(
 ) -> JSONResponse:
     lifecycle = _lifecycle(request)
     obj = await _schedule(request, namespace, name)
+    await check_spawns(request, "Schedule", obj)  # a run creates what the schedule spawns
     try:
         await lifecycle.trigger_schedule(obj)
     except Exception as exc:
@@ -98,7 +109,8 @@ async def trigger(
     status_code=202,
     summary="Run a schedule for a past time range",
     description=f"One run for every time the schedule would have fired from start to end "
-    f"(both included), at most {MAX_BACKFILL_RUNS} runs.",
+    f"(both included), at most {MAX_BACKFILL_RUNS} runs. Needs `update` on the schedule and the "
+    "rights to create what it runs (jobs; pipelines too for a pipelineTemplate).",
     openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": BackfillRequest.model_json_schema()}}}},
 )
@@ -117,6 +129,7 @@ async def backfill(
     if body.end <= body.start:
         raise ApiError(422, "end must be after start", field="end")
     obj = await _schedule(request, namespace, name)
+    await check_spawns(request, "Schedule", obj)  # each run creates what the schedule spawns
     bound = most_runs(obj.get("spec") or {}, (body.end - body.start).total_seconds())
     if bound > MAX_BACKFILL_RUNS:
         raise ApiError(

@@ -158,3 +158,26 @@ async def test_trigger_and_backfill(
     assert err["field"] in ("start", "end")
     err = await _refused(c, store, "POST", "/default/schedules/nope/trigger", 404)
     assert "nope" in err["message"]
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "field"),
+    [
+        ("0001-01-01T00:00:00+01:00", "0001-01-01T01:00:00+01:00", "start"),  # year 0 in UTC
+        ("9999-12-31T20:00:00-01:00", "9999-12-31T23:00:00-01:00", "end"),  # year 10000 in UTC
+    ],
+)
+async def test_backfill_times_out_of_range_in_utc_name_the_field(
+    api_client: httpx.AsyncClient, store: ObjectStore, api_lifecycle: RecordingLifecycle,
+    start: str, end: str, field: str,
+) -> None:
+    """Temporal takes UTC timestamps: a time that has none is a 422 naming it, not a 502 from
+    the lifecycle plane."""
+    c = api_client
+    assert (await c.post("/default/schedules", json=sample("schedules", "edge"))).status_code \
+        == 201
+    err = await _refused(c, store, "POST", "/default/schedules/edge/backfill", 422,
+                         json={"start": start, "end": end})
+    assert err["field"] == field
+    assert f"{field}: " in err["message"] and "out of range" in err["message"]
+    assert api_lifecycle.backfills == []

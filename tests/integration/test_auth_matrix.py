@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 
 from skyshift.api.auth.bootstrap import READABLE
-from tests.fixtures.api import sample, uvicorn_server
+from tests.fixtures.api import RecordingLifecycle, sample, uvicorn_server
 from tests.fixtures.auth import MakeSecureApi, admin_password, bearer
 
 pytestmark = pytest.mark.integration
@@ -375,3 +375,67 @@ async def test_pipelines_and_schedules_need_the_rights_to_what_they_create(world
     assert r.status_code == 403 and "may not create jobs" in r.text
     assert (await http.get("/default/schedules/s2", headers=admin)).json()["spec"][
         "jobTemplate"]["spec"]["run"] == "date"
+
+
+@pytest.mark.parametrize("value", ["t", "y", "T", "Y", "on", "1", "true"])
+async def test_every_spelling_of_a_true_watch_needs_the_watch_permission(
+    world: World, value: str
+) -> None:
+    """The check reads ``watch`` the way the route does: ``?watch=t`` is a watch, so lin (list
+    and get on jobs, no watch) is refused it, on a list, a get and the cross-namespace list."""
+    name = await Case(world, "admin", "jobs", "default").fresh("w")
+    lin = Case(world, "lin", "jobs", "default")
+    for path in ("/default/jobs", f"/default/jobs/{name}", "/jobs"):
+        async with world.http.stream(
+            "GET", path, params={"watch": value, "timeoutSeconds": "1"}, headers=world.h("lin")
+        ) as r:
+            await r.aread()
+            assert r.status_code == 403, (path, value)
+            assert r.json()["error"]["message"].startswith("forbidden: user lin may not watch jobs")
+    # a user holding watch streams with the same spelling; a false one is a plain list for lin
+    rita = Case(world, "rita", "jobs", "default")
+    assert await rita.stream_status("/default/jobs", {"watch": value}) == 200
+    r = await world.http.get("/default/jobs", params={"watch": "f"}, headers=world.h("lin"))
+    assert r.status_code == 200 and r.json()["kind"] == "JobList"
+    assert await lin.stream_status("/default/jobs", {"watch": "maybe"}) == 422
+
+
+@pytest_asyncio.fixture
+async def world_lc(
+    make_secure_api: MakeSecureApi, auth_home: Any
+) -> AsyncIterator[tuple[World, RecordingLifecycle]]:
+    """The world with a (recording) lifecycle plane, for the schedule actions."""
+    lifecycle = RecordingLifecycle()
+    async with (
+        uvicorn_server(make_secure_api(lifecycle=lifecycle)) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as http,
+    ):
+        yield await setup(http, auth_home), lifecycle
+
+
+async def test_trigger_and_backfill_need_the_rights_to_what_the_schedule_runs(
+    world_lc: tuple[World, RecordingLifecycle],
+) -> None:
+    """Trigger and backfill make the lifecycle create the schedule's jobs, so they need what a
+    patch unpausing it needs: ``update`` on the schedule is not enough without ``create`` jobs."""
+    world, lifecycle = world_lc
+    http, admin = world.http, world.h("admin")
+    role = {"kind": "Role", "metadata": {"name": "sched-ops"}, "spec": {
+        "rules": [{"resources": ["schedules"], "actions": ["get", "list", "update", "patch"]}],
+        "namespaces": ["team-a"], "users": ["nora", "cora"]}}
+    await _ok(await http.post("/roles", json=role, headers=admin))
+    await _ok(await http.post("/team-a/schedules", json=sample("schedules", "sc1"), headers=admin))
+    window = {"start": "2026-11-01T00:00:00Z", "end": "2026-11-03T00:00:00Z"}
+    for action, body in (("trigger", None), ("backfill", window)):
+        r = await http.post(f"/team-a/schedules/sc1/{action}", json=body, headers=world.h("nora"))
+        assert r.status_code == 403, (action, r.text)
+        assert r.json()["error"]["message"] == (
+            "forbidden: user nora may not create jobs in namespace team-a")
+    assert lifecycle.hooks("sc1") == ["created"] and lifecycle.backfills == []
+    assert (await http.get("/team-a/jobs", headers=admin)).json()["items"] == []
+    # cora may create jobs: the same role lets her run it
+    r = await http.post("/team-a/schedules/sc1/trigger", headers=world.h("cora"))
+    assert r.status_code == 202, r.text
+    r = await http.post("/team-a/schedules/sc1/backfill", json=window, headers=world.h("cora"))
+    assert r.status_code == 202, r.text
+    assert lifecycle.hooks("sc1") == ["created", "trigger", "backfill"]
