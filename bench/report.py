@@ -353,6 +353,16 @@ PROVISION_LEAD = (
     "One run; `load_avg_1m` is the machine's load when it ended.\n\n"
 )
 
+PERSISTENCE_LEAD = (
+    "The Temporal floor (minimal workflows of three no-op activities, 16 starts in flight) on "
+    "dev servers that differ only in persistence: `file` is what `skyshift up` runs (SQLite, WAL, "
+    "`synchronous=normal`), `file_sync_off` the same without syncs at checkpoints (a power loss "
+    "can corrupt it), `memory` no file. Medians over the rounds, variants interleaved; "
+    "`over_file` is each median over `file`'s. It says how much of the floor the Slurm and "
+    "Kubernetes benchmarks print is the dev server's single SQLite writer rather than work a "
+    "production Temporal cluster would also do.\n\n"
+)
+
 RAY_LEAD = (
     "Submit -> Running of one job at a time on one Ray head (`ray start --head`, 2 CPUs), "
     "through SkyShift (POST to `status.phase == Running`) against `JobSubmissionClient` "
@@ -484,8 +494,11 @@ def main() -> int:
         sections.append(section_generic("ray_jobs", benches["ray_jobs"], [], RAY_LEAD))
     if "provision" in benches:
         sections.append(section_generic("provision", benches["provision"], [], PROVISION_LEAD))
+    if "temporal_persistence" in benches:
+        sections.append(section_generic("temporal_persistence", benches["temporal_persistence"],
+                                        [], PERSISTENCE_LEAD))
     known = {"api", "api_sweep", "store_ops", "scheduler", "lifecycle", "slurm", "k8s_scale",
-             "ray_jobs", "provision"}
+             "ray_jobs", "provision", "temporal_persistence"}
     for name in sorted(set(benches) - known):
         sections.append(section_generic(name, benches[name], []))
     absent = [n for n in ("lifecycle", "slurm", "k8s_scale") if n not in benches]
