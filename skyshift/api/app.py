@@ -59,6 +59,8 @@ workflows.
   ADDED; with `resourceVersion=N` exactly the changes after N. A compacted N is 410. Idle
   streams get a blank line every few seconds (or BOOKMARK events with
   `allowWatchBookmarks=true`); on a late failure the last line is `{"type": "ERROR", ...}`.
+  `timeoutSeconds` (1-3600) ends the stream. `resourceVersion`, `limit` and the revision in a
+  `continue` token must fit etcd's int64 (ASCII digits); otherwise a 400/422 names them.
 * **Auth**: every route but `/healthz`, `/readyz`, `/token` and `/register_user` needs
   `Authorization: Bearer <token>`; get one from `POST /token` (the "Authorize" button here does
   that). Tokens expire; 401 means log in again, 403 that your roles do not allow the action.
