@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from skyshift.cli import render
+from skyshift.cli.errors import tidy_lines
 from skyshift.cli.render import Table, fmt_memory, fmt_ratio, fmt_request, format_age, sum_nodes
 from skyshift.cli.tables import build_table, headers, job_rows, replica_state
 
@@ -178,3 +179,5 @@ def test_labels_and_cells_show_control_characters_escaped() -> None:
     assert "\\x1b]0;pwned\\x07" in table and "second" in table
     assert render.printable("a\nb", keep_newlines=True) == "a\nb"
     assert render.printable("a\nb") == "a\\x0ab"
+    # error lines (server messages quote user data) go through the same helper
+    assert tidy_lines("bad name " + EVIL) == "bad name " + render.printable(EVIL)
