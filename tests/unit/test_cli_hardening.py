@@ -79,3 +79,30 @@ def test_the_originals_context_name_admin_default_selects_the_local_context() ->
     assert runner.invoke(cli, ["config", "current-context"]).stdout == "other\n"
     missing = runner.invoke(cli, ["config", "use-context", "bob-prod"])
     assert missing.exit_code == 1 and "not found" in missing.stderr
+
+
+@pytest.mark.parametrize("body, key, got", [
+    ("kind: Job\nmetadata: abc\nspec: {image: x}\n", "metadata", "str"),
+    ("kind: Job\nmetadata: [a, b]\n", "metadata", "list"),
+    ("kind: Job\nmetadata: {name: a}\nspec: 3\n", "spec", "int"),
+])
+def test_a_manifest_of_the_wrong_shape_names_the_file_and_key(
+    tmp_path: Path, body: str, key: str, got: str
+) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text(body)
+    for args in (["apply", "-f", str(path)], ["apply", "-f", str(path), "--dry-run"]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code != 0
+        assert f"{path}: {key} must be a mapping, got {got}" in result.output, result.output
+        assert "Traceback" not in result.output and "ValueError" not in result.output
+
+
+def test_a_config_file_of_the_wrong_shape_names_the_file_and_key(tmp_path: Path) -> None:
+    config = tmp_path / "home" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text("contexts: 5\n")
+    result = CliRunner().invoke(cli, ["config", "current-context"])
+    assert result.exit_code != 0
+    assert f"{config}: contexts must be a list of mappings" in result.output, result.output
+    assert "TypeError" not in result.output and "Traceback" not in result.output
