@@ -62,6 +62,8 @@ workflows.
   A watch needs the `watch` permission besides `list` (or `get`); `watch` is a boolean
   (`true`, `t`, `yes`, `y`, `on`, `1` in any case, or the same spellings of false; anything
   else is 422), and every spelling of true is a watch for the permission check too.
+  `timeoutSeconds` (1-3600) ends the stream. `resourceVersion`, `limit` and the revision in a
+  `continue` token must fit etcd's int64 (ASCII digits); otherwise a 400/422 names them.
 * **Auth**: every route but `/healthz`, `/readyz`, `/token` and `/register_user` needs
   `Authorization: Bearer <token>`; get one from `POST /token` (the "Authorize" button here does
   that). Tokens expire; 401 means log in again, 403 that your roles do not allow the action.

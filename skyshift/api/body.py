@@ -47,7 +47,7 @@ def media_type(request: Request) -> str:
 async def read_bytes(request: Request, limit: int) -> bytes:
     """The raw body, refusing (413) anything longer than ``limit`` bytes."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0

@@ -32,10 +32,11 @@ from skyshift.api.deps import (
     get_store,
 )
 from skyshift.api.lifecycle import Lifecycle
-from skyshift.api.watch import NDJSON, watch_response
+from skyshift.api.watch import MAX_WATCH_TIMEOUT, NDJSON, watch_response
 from skyshift.models.base import API_VERSION
 from skyshift.models.registry import KindInfo
 from skyshift.store import ObjectStore
+from skyshift.store.codec import MAX_REVISION
 from skyshift.store.errors import NotFound
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -81,7 +82,11 @@ BookmarksParam = Query(
     False, alias="allowWatchBookmarks", description="Keep-alives as BOOKMARK events"
 )
 TimeoutParam = Query(
-    None, alias="timeoutSeconds", ge=1, description="End the watch after this many seconds"
+    None,
+    alias="timeoutSeconds",
+    ge=1,
+    le=MAX_WATCH_TIMEOUT,
+    description=f"End the watch after this many seconds (1-{MAX_WATCH_TIMEOUT})",
 )
 
 
@@ -159,7 +164,7 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
         "responses": _WATCH_DOC,
     }
     sel = Query(None, alias="labelSelector", description="e.g. `app=web,tier!=db,env in (a,b)`")
-    lim = Query(None, ge=1, description="Page size; follow `metadata.continue`")
+    lim = Query(None, ge=1, le=MAX_REVISION, description="Page size; follow `metadata.continue`")
     con = Query(None, alias="continue", description="Token from the previous page")
 
     if info.namespaced:

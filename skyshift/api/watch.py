@@ -13,7 +13,11 @@ Semantics (Kubernetes'):
 * keep-alive: after ``keepalive`` idle seconds a blank line is sent (ndjson readers skip blank
   lines); with ``allowWatchBookmarks=true`` a ``BOOKMARK`` event whose
   ``object.metadata.resourceVersion`` is the last revision delivered is sent instead;
-* ``timeoutSeconds`` ends the stream cleanly after that many seconds.
+* ``timeoutSeconds`` ends the stream cleanly after that many seconds, at most
+  ``MAX_WATCH_TIMEOUT`` (3600; more is a 422 naming it). Kubernetes ends a watch without
+  ``timeoutSeconds`` after a random 30-60 min (``--min-request-timeout``); an hour is that
+  range's top, and a client wanting longer resumes with the last resourceVersion;
+* ``resourceVersion`` is ASCII digits below 2**63 - 1 (etcd's int64), otherwise a 400 naming it.
 
 A pump task reads the store's watch into a bounded queue, so keep-alives never cancel a pending
 etcd read and a slow client applies back-pressure instead of growing memory.
@@ -35,13 +39,16 @@ from skyshift.api.errors import ApiError, from_store
 from skyshift.models.base import API_VERSION
 from skyshift.models.registry import KindInfo
 from skyshift.store import ObjectStore, WatchEvent
-from skyshift.store.errors import NotFound, StoreError
+from skyshift.store.codec import MAX_REVISION, parse_revision
+from skyshift.store.errors import InvalidArgument, NotFound, StoreError
 
 log = logging.getLogger(__name__)
 
 NDJSON = "application/x-ndjson"
 _END = object()
 PUMP_TASK = "skyshift-watch-pump"
+#: The longest ``timeoutSeconds`` a watch may ask for (an hour; see the module docstring).
+MAX_WATCH_TIMEOUT = 3600
 
 
 @dataclass
@@ -61,13 +68,15 @@ def _parse_rv(resource_version: str | None) -> int | None:
     if resource_version in (None, "", "0"):
         return None
     assert resource_version is not None
-    if not resource_version.isdigit():
+    try:
+        value = parse_revision(resource_version)
+    except InvalidArgument as exc:
+        raise ApiError(400, str(exc), field="resourceVersion") from None
+    if value is not None and value >= MAX_REVISION:  # the watch starts at value + 1
         raise ApiError(
-            400,
-            f"resourceVersion {resource_version!r} is not a revision number",
-            field="resourceVersion",
+            400, f"resourceVersion must be below {MAX_REVISION}", field="resourceVersion"
         )
-    return int(resource_version)
+    return value
 
 
 class _Pump:

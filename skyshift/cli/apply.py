@@ -70,6 +70,9 @@ def check_document(where: str, doc: dict[str, Any], namespace: str | None) -> di
         raise UsageProblem(f"{where}: {exc}") from exc
     doc = dict(doc)
     doc["kind"] = info.kind
+    for key in ("metadata", "spec"):
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            raise UsageProblem(f"{where}: {key} must be a mapping, got {type(doc[key]).__name__}")
     meta = dict(doc.get("metadata") or {})
     if info.namespaced and namespace and not meta.get("namespace"):
         meta["namespace"] = namespace

@@ -14,6 +14,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from skyshift.cli.render import printable
 from skyshift.client import SkyShiftClient
 from skyshift.client.errors import ApiError
 
@@ -79,6 +80,6 @@ def finish(obj: dict[str, Any]) -> None:
     status = obj.get("status") or {}
     if status.get("phase") != "Ready":
         click.echo(f"error: cluster {obj['metadata']['name']} is {status.get('phase')}: "
-                   f"{status.get('message')}", err=True)
+                   f"{printable(status.get('message'))}", err=True)
         sys.exit(1)
     click.echo(f"cluster/{obj['metadata']['name']} Ready")

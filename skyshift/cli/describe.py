@@ -16,7 +16,14 @@ import click
 
 from skyshift.cli.kinds import KIND, NAME
 from skyshift.cli.output import to_yaml
-from skyshift.cli.render import Table, fmt_labels, fmt_ratio, format_age, sum_nodes
+from skyshift.cli.render import (
+    Table,
+    fmt_labels,
+    fmt_ratio,
+    format_age,
+    printable,
+    sum_nodes,
+)
 from skyshift.cli.state import CliState, pass_state
 from skyshift.cli.tables_flow import dag_table, next_runs
 from skyshift.models import KindInfo
@@ -165,4 +172,4 @@ def describe(state: CliState, kind: KindInfo, name: str, namespace: str | None) 
     if kind.kind == "FilterPolicy":
         clusters = {str((c.get("metadata") or {}).get("name"))
                     for c in client.list("Cluster").get("items", [])}
-    click.echo(describe_text(kind, obj, clusters))
+    click.echo(printable(describe_text(kind, obj, clusters), keep_newlines=True))

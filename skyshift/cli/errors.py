@@ -16,6 +16,8 @@ from typing import IO, Any
 import click
 from pydantic import ValidationError
 
+from skyshift.cli.render import printable
+
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -73,7 +75,7 @@ def tidy_lines(text: str) -> str:
     for line in str(text).splitlines() or [""]:
         if line.strip():
             indent = "  " if line.startswith((" ", "\t")) else ""
-            out.append(indent + one_line(line))
+            out.append(indent + printable(one_line(line)))
     return "\n".join(out)
 
 

@@ -63,10 +63,21 @@ def fmt_memory(mb: float) -> str:
     return f"{fmt_num(mb)} MB"
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]}
+_CONTROL_KEEP_NL = {c: e for c, e in _CONTROL.items() if c != 0x0A}
+
+
+def printable(text: object, keep_newlines: bool = False) -> str:
+    """``text`` with control characters (C0, DEL, C1) shown as ``\\x1b`` instead of sent to
+    the terminal: labels, messages and reasons come from users and clusters, and an escape
+    sequence in them would otherwise drive the reader's terminal (colours, title, worse)."""
+    return str(text).translate(_CONTROL_KEEP_NL if keep_newlines else _CONTROL)
+
+
 def fmt_labels(labels: Mapping[str, Any] | None, sep: str = ",") -> str:
     if not labels:
         return NONE
-    return sep.join(f"{k}={v}" for k, v in labels.items())
+    return sep.join(printable(f"{k}={v}") for k, v in labels.items())
 
 
 def fmt_list(values: Sequence[Any] | None) -> str:
@@ -148,7 +159,7 @@ class Table:
         out = [len(h) for h in self.headers]
         for row in self.rows:
             for i, cell in enumerate(row):
-                out[i] = max(out[i], *(len(part) for part in cell.split("\n")))
+                out[i] = max(out[i], *(len(printable(p)) for p in cell.split("\n")))
         return out
 
     def header_line(self, widths: Sequence[int]) -> str:
@@ -172,7 +183,7 @@ def join_cells(cells: Sequence[str], widths: Sequence[int]) -> str:
 
 def row_lines(row: Sequence[str], widths: Sequence[int]) -> list[str]:
     """A row as one or more lines (multi-line cells stack, other cells stay on the first)."""
-    split = [cell.split("\n") for cell in row]
+    split = [[printable(part) for part in cell.split("\n")] for cell in row]
     height = max((len(s) for s in split), default=1)
     return [
         join_cells([s[i] if i < len(s) else "" for s in split], widths) for i in range(height)

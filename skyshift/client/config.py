@@ -65,6 +65,8 @@ def load_config(path: Path | None = None) -> CliConfig:
     raw: Any = yaml.safe_load(path.read_text()) or {}
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a mapping at the top level")
+    if not isinstance(raw.get("contexts") or [], list):
+        raise ValueError(f"{path}: contexts must be a list of mappings")
     contexts = [
         Context(**{k: str(v) for k, v in c.items() if k in Context.__dataclass_fields__})
         for c in raw.get("contexts") or []

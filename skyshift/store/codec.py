@@ -108,18 +108,29 @@ def labels_of(obj: Obj) -> dict[str, str]:
     return labels if isinstance(labels, dict) else {}
 
 
+#: etcd revisions are int64: a larger number would overflow the request (a 500, not a 400).
+MAX_REVISION = 2**63 - 1
+
+
 def parse_revision(rv: str | int | None, what: str = "resourceVersion") -> int | None:
-    """``None``/``""`` -> None; ``"42"``/``42`` -> 42; anything else -> InvalidArgument."""
+    """``None``/``""`` -> None; ``"42"``/``42`` -> 42; anything else -> InvalidArgument.
+
+    Only ASCII digits (``"\u00b2".isdigit()`` is true but ``int`` refuses it) and only
+    0..MAX_REVISION; the message names ``what``."""
     if rv is None or rv == "":
         return None
-    if isinstance(rv, bool):
-        raise InvalidArgument(f"{what} must be a revision number, got {rv!r}")
-    try:
+    if isinstance(rv, int) and not isinstance(rv, bool):
+        value = rv
+    elif isinstance(rv, str) and rv.isascii() and rv.isdigit() and len(rv) <= 19:
         value = int(rv)
-    except (TypeError, ValueError):
-        raise InvalidArgument(f"{what} must be a revision number, got {rv!r}") from None
+    elif isinstance(rv, str) and rv.startswith("-") and rv[1:].isascii() and rv[1:].isdigit():
+        raise InvalidArgument(f"{what} must not be negative, got {rv!r}")
+    else:
+        raise InvalidArgument(f"{what} must be a revision number, got {rv!r:.40}")
     if value < 0:
         raise InvalidArgument(f"{what} must not be negative, got {rv!r}")
+    if value > MAX_REVISION:
+        raise InvalidArgument(f"{what} {rv!r:.40} is out of range (at most {MAX_REVISION})")
     return value
 
 
@@ -134,10 +145,10 @@ def decode_continue(token: str, list_prefix_: bytes) -> tuple[bytes, int]:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         data = json.loads(raw)
         key = str(data["k"]).encode()
-        revision = int(data["rv"])
-    except (binascii.Error, ValueError, TypeError, KeyError, UnicodeDecodeError):
-        raise InvalidArgument(f"invalid continue token {token!r}") from None
-    if not key.startswith(list_prefix_) or revision <= 0:
+        revision = parse_revision(data["rv"], "continue")
+    except (binascii.Error, ValueError, TypeError, KeyError, UnicodeDecodeError, InvalidArgument):
+        raise InvalidArgument(f"invalid continue token {token!r:.80}") from None
+    if not key.startswith(list_prefix_) or revision is None or revision <= 0:
         raise InvalidArgument(
             f"continue token {token!r} does not belong to this list; list again without it"
         )

@@ -8,6 +8,7 @@ misses nothing and sees nothing twice; compaction is 410; idle streams get keep-
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -17,7 +18,7 @@ import httpx
 import pytest
 
 from skyshift.api import ApiOptions
-from skyshift.api.watch import PUMP_TASK
+from skyshift.api.watch import MAX_WATCH_TIMEOUT, PUMP_TASK
 from skyshift.store import ObjectStore
 from tests.fixtures.api import sample, uvicorn_server
 
@@ -260,3 +261,42 @@ async def test_disconnect_stops_the_etcd_watch(api_server: str) -> None:
             break
         await asyncio.sleep(0.05)
     assert len(pumps()) == before
+
+
+async def _forged_continue(c: httpx.AsyncClient, rv: str) -> str:
+    """A real continue token of /default/jobs with its revision replaced by ``rv``."""
+    for name in ("p1", "p2"):
+        await c.post("/default/jobs", json=sample("jobs", name))
+    token = (await c.get("/default/jobs", params={"limit": "1"})).json()["metadata"]["continue"]
+    key = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))["k"]
+    raw = '{"k":' + json.dumps(key) + ',"rv":' + rv + "}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+# Revisions are etcd's int64: anything else a client sends is a 400 naming the parameter,
+# never a 500 (an overflow) nor a 200 stream that ends in an error event.
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({"limit": "1", "continue": "1e400"}, "continue"),
+        ({"limit": "1", "continue": "99999999999999999999999"}, "continue"),
+        ({"limit": "1", "continue": str(2**63)}, "continue"),
+        ({"watch": "true", "resourceVersion": "\u00b2"}, "resourceVersion"),
+        ({"watch": "true", "resourceVersion": "99999999999999999999999"}, "resourceVersion"),
+        ({"watch": "true", "resourceVersion": str(2**63)}, "resourceVersion"),
+        ({"limit": "99999999999999999999999"}, "limit"),
+        ({"watch": "true", "timeoutSeconds": "99999999999999999999999"}, "timeoutSeconds"),
+        ({"watch": "true", "timeoutSeconds": str(MAX_WATCH_TIMEOUT + 1)}, "timeoutSeconds"),
+    ],
+)
+async def test_out_of_range_numbers_are_400_naming_the_parameter(
+    client: httpx.AsyncClient, params: dict[str, str], field: str
+) -> None:
+    if "continue" in params:
+        params = {**params, "continue": await _forged_continue(client, params["continue"])}
+    r = await client.get("/default/jobs", params=params)
+    assert r.status_code in (400, 422), r.text
+    err = r.json()["error"]
+    assert field in err["message"] or err.get("field") == field, err
+    assert "Traceback" not in r.text

@@ -108,3 +108,30 @@ def test_the_console_script_refuses_a_non_utf8_option_value_before_any_request()
                           timeout=60, check=False)
     assert done.returncode == 2, done.stderr
     assert done.stderr == b"error: --run: the value is not valid UTF-8 text (byte 0xff)\n"
+
+
+@pytest.mark.parametrize("body, key, got", [
+    ("kind: Job\nmetadata: abc\nspec: {image: x}\n", "metadata", "str"),
+    ("kind: Job\nmetadata: [a, b]\n", "metadata", "list"),
+    ("kind: Job\nmetadata: {name: a}\nspec: 3\n", "spec", "int"),
+])
+def test_a_manifest_of_the_wrong_shape_names_the_file_and_key(
+    tmp_path: Path, body: str, key: str, got: str
+) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text(body)
+    for args in (["apply", "-f", str(path)], ["apply", "-f", str(path), "--dry-run"]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code != 0
+        assert f"{path}: {key} must be a mapping, got {got}" in result.output, result.output
+        assert "Traceback" not in result.output and "ValueError" not in result.output
+
+
+def test_a_config_file_of_the_wrong_shape_names_the_file_and_key(tmp_path: Path) -> None:
+    config = tmp_path / "home" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text("contexts: 5\n")
+    result = CliRunner().invoke(cli, ["config", "current-context"])
+    assert result.exit_code != 0
+    assert f"{config}: contexts must be a list of mappings" in result.output, result.output
+    assert "TypeError" not in result.output and "Traceback" not in result.output

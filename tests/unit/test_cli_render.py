@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from skyshift.cli import render
+from skyshift.cli.errors import tidy_lines
 from skyshift.cli.render import Table, fmt_memory, fmt_ratio, fmt_request, format_age, sum_nodes
 from skyshift.cli.tables import build_table, headers, job_rows, replica_state
 
@@ -161,3 +163,21 @@ def test_other_kinds_have_tables_and_survive_missing_fields() -> None:
         table = build_table(kind, [{"kind": kind, "metadata": {"name": "x"}}], wide=True)
         assert table.rows and table.rows[0][0] == "x"
         assert len(table.rows[0]) == len(table.headers)
+
+
+EVIL = "\x1b[31mRED\x1b]0;pwned\x07\x9b2J\x7f"
+
+
+def test_labels_and_cells_show_control_characters_escaped() -> None:
+    """An annotation, message or reason set by a user reaches an admin's terminal: its escape
+    sequences are shown, not obeyed (C0, DEL and C1 alike)."""
+    shown = render.fmt_labels({"note": EVIL})
+    assert shown == "note=\\x1b[31mRED\\x1b]0;pwned\\x07\\x9b2J\\x7f"
+    table = render.Table(["NAME", "MESSAGE"], [["esc", EVIL + "\nsecond"]]).render()
+    for text in (shown, table):
+        assert not any((ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0 for c in text)
+    assert "\\x1b]0;pwned\\x07" in table and "second" in table
+    assert render.printable("a\nb", keep_newlines=True) == "a\nb"
+    assert render.printable("a\nb") == "a\\x0ab"
+    # error lines (server messages quote user data) go through the same helper
+    assert tidy_lines("bad name " + EVIL) == "bad name " + render.printable(EVIL)
