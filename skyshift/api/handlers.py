@@ -260,14 +260,15 @@ async def delete(
             )
     if (hooks := _hooks(info, lifecycle)) is not None:
         marked = current
-        if resource_version and not current["metadata"].get("deletionTimestamp"):
-            marked = await store.update(
-                info.plural, objects.mark_deleting(current), expected_rv=resource_version
-            )
-        elif not current["metadata"].get("deletionTimestamp"):
-            # No precondition: a status write by the workflow between the read and this write
-            # is no reason to refuse the DELETE (it was a 409 the user could only retry).
-            marked = await store.guaranteed_update(info.plural, name, namespace, _marked)
+        if not current["metadata"].get("deletionTimestamp"):
+            if resource_version:
+                marked = await store.update(
+                    info.plural, objects.mark_deleting(current), expected_rv=resource_version
+                )
+            else:
+                # No precondition: a status write by the workflow between the read and this
+                # write is no reason to refuse the DELETE (a 409 the user could only retry).
+                marked = await store.guaranteed_update(info.plural, name, namespace, _marked)
         # Re-notify on a repeated DELETE too: the signal is idempotent and may have been lost.
         await notify(hooks.deleting, marked)
         return marked, False

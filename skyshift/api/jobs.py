@@ -19,6 +19,7 @@ from skyshift.api.body import parse_json, read_bytes
 from skyshift.api.deps import authorize, get_lifecycle, get_options, get_store
 from skyshift.api.errors import ApiError, from_validation
 from skyshift.api.lifecycle import Lifecycle
+from skyshift.models.meta import ArgvStr
 from skyshift.models.registry import kind_info
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ router = APIRouter(tags=["Job"])
 
 
 class ExecRequest(BaseModel):
-    command: list[str] = Field(min_length=1, description='argv to run, e.g. ["ls", "-l"]')
+    command: list[ArgvStr] = Field(min_length=1, description='argv to run, e.g. ["ls", "-l"]')
     rank: int = Field(default=0, ge=0, description="Which replica (0-based)")
 
 
@@ -115,12 +116,6 @@ async def job_exec(
         body = ExecRequest.model_validate(await asyncio.to_thread(parse_json, raw, limits))
     except ValidationError as exc:
         raise from_validation(exc, "exec request") from exc
-    for index, arg in enumerate(body.command):
-        if "\x00" in arg:  # no argv can hold one: the replica's exec would fail (5xx)
-            raise ApiError(
-                422, f"invalid exec request: command[{index}] contains a NUL byte",
-                field=f"command[{index}]",
-            )
     job = await handlers.get_object(get_store(request), JOB, name, namespace)
     try:
         result = await lifecycle.exec(job, body.command, body.rank)

@@ -108,12 +108,12 @@ def surrogate_at(text: str) -> int | None:
     return None if match is None else match.start()
 
 
-def has_surrogate(field: str | None, text: str, what: str = "request body") -> ApiError:
-    point = ord(text[surrogate_at(text) or 0])
+def has_surrogate(field: str | None, point: str, what: str = "request body") -> ApiError:
+    """The 422 for the lone surrogate ``point`` found at ``field``."""
     where = f" at {field}" if field else ""
     return ApiError(
         422,
-        f"{what} holds a string with a lone UTF-16 surrogate (U+{point:04X}){where}: "
+        f"{what} holds a string with a lone UTF-16 surrogate (U+{ord(point):04X}){where}: "
         "text must be valid Unicode",
         field=field,
     )
@@ -146,9 +146,9 @@ def check_tree(value: Any, limits: Limits, what: str = "request body") -> None:
             if isinstance(item, dict):
                 for key, child in item.items():
                     size += len(str(key)) + 4
-                    if isinstance(key, str) and surrogate_at(key) is not None:
+                    if isinstance(key, str) and (at := surrogate_at(key)) is not None:
                         printable = key.encode("utf-8", "backslashreplace").decode()
-                        raise has_surrogate(chain_path((printable, chain)), key, what)
+                        raise has_surrogate(chain_path((printable, chain)), key[at], what)
                     stack.append((child, depth + 1, (key, chain)))
             else:
                 for index, child in enumerate(item):
@@ -156,8 +156,8 @@ def check_tree(value: Any, limits: Limits, what: str = "request body") -> None:
                     stack.append((child, depth + 1, (index, chain)))
         else:
             size += _scalar_size(item)
-            if isinstance(item, str) and surrogate_at(item) is not None:
-                raise has_surrogate(chain_path(chain), item, what)
+            if isinstance(item, str) and (at := surrogate_at(item)) is not None:
+                raise has_surrogate(chain_path(chain), item[at], what)
         if size > limits.max_bytes:
             raise too_big(limits, chain_path(chain), what)
 

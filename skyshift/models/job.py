@@ -9,7 +9,13 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from skyshift.models.base import SkyObject
 from skyshift.models.envs import validate_env_name, validate_env_total, validate_env_value
 from skyshift.models.image import validate_image
-from skyshift.models.meta import Condition, LabelFilter, StrictModel, not_supported_yet
+from skyshift.models.meta import (
+    ArgvStr,
+    Condition,
+    LabelFilter,
+    StrictModel,
+    not_supported_yet,
+)
 from skyshift.models.quantity import Resources, parse_accelerators, parse_cpus, parse_memory
 
 JobPhase = Literal["Pending", "Scheduled", "Running", "Succeeded", "Failed", "Deleting"]
@@ -74,7 +80,7 @@ class JobSpec(StrictModel):
 
     image: str = "ubuntu:22.04"
     imagePullPolicy: Any = Field(default=None, exclude=True)
-    run: str = ""
+    run: ArgvStr = ""  # every manager runs it as an argument of /bin/sh -c
     envs: dict[EnvName, EnvValue] = Field(default_factory=dict)
     ports: list[int] = Field(default_factory=list)
     resources: ResourceRequest = Field(default_factory=ResourceRequest)
@@ -89,15 +95,6 @@ class JobSpec(StrictModel):
     @classmethod
     def _image(cls, v: str) -> str:
         return validate_image(v)
-
-    @field_validator("run")
-    @classmethod
-    def _run(cls, v: str) -> str:
-        # every manager runs it as an argument of /bin/sh -c, and no process argument can hold
-        # a NUL: the local manager's launch failed with ValueError on every retry
-        if "\0" in v:
-            raise ValueError("the command must not contain a NUL byte")
-        return v
 
     @field_validator("imagePullPolicy")
     @classmethod

@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def no_nul(value: str) -> str:
+    """A string that becomes a process argument (a job's command, an exec argv): no argument
+    can hold a NUL byte, so one would only fail later, at launch, on every retry."""
+    if "\0" in value:
+        raise ValueError("must not contain a NUL byte (no process argument can hold one)")
+    return value
+
+
+ArgvStr = Annotated[str, AfterValidator(no_nul)]
 
 
 def validate_name(value: str, what: str = "name") -> str:
