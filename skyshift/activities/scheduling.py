@@ -165,10 +165,40 @@ class Gone(Exception):
     """The job object was deleted or replaced by a newer one with the same name."""
 
 
-def placed_mutation(entry: QueueEntry, decision: Decision, workflow_id: str) -> Any:
+def recorded_decision(obj: Obj, entry: QueueEntry) -> Decision | None:
+    """The placement already decided for this request (same job uid and ``seq``), if a round
+    recorded one: a retried round repeats it instead of deciding again."""
+    req = entry.req
+    if uid_of(obj) != req.request.uid:
+        return None
+    rec = (obj.get("status") or {}).get("placementDecision")
+    if not isinstance(rec, dict) or rec.get("seq") != req.seq:
+        return None
+    assignments = {str(c): int(n) for c, n in (rec.get("assignments") or {}).items() if n}
+    if not assignments:
+        return None
+    return Decision(req.request.key, req.request.uid, assignments, {},
+                    str(rec.get("message") or ""))
+
+
+class Prior:
+    """What a status mutation found already decided (filled on each CAS attempt)."""
+
+    def __init__(self) -> None:
+        self.decision: Decision | None = None
+
+
+def placed_mutation(entry: QueueEntry, decision: Decision, workflow_id: str,
+                    prior: Prior | None = None) -> Any:
+    """Record ``decision`` and its placement, unless this request was answered before: then
+    nothing is written and ``prior`` holds that answer, which is what the job gets told."""
     def mutate(obj: Obj) -> Obj | None:
         if uid_of(obj) != entry.req.request.uid:
             raise Gone(entry.req.request.key)
+        if prior is not None:
+            prior.decision = recorded_decision(obj, entry)
+            if prior.decision is not None:
+                return None
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             return None
         status = obj.setdefault("status", {})
@@ -176,6 +206,9 @@ def placed_mutation(entry: QueueEntry, decision: Decision, workflow_id: str) -> 
         for cluster, n in decision.assignments.items():
             placement[cluster] = placement.get(cluster, 0) + n
         status["placement"] = placement
+        status["placementDecision"] = {"seq": entry.req.seq,
+                                       "assignments": dict(decision.assignments),
+                                       "message": decision.message}
         if status.get("phase", "Pending") == "Pending":
             status["phase"] = "Scheduled"
         status["message"] = decision.message
@@ -190,10 +223,14 @@ def placed_mutation(entry: QueueEntry, decision: Decision, workflow_id: str) -> 
     return mutate
 
 
-def pending_mutation(entry: QueueEntry, decision: Decision) -> Any:
+def pending_mutation(entry: QueueEntry, decision: Decision, prior: Prior | None = None) -> Any:
     def mutate(obj: Obj) -> Obj | None:
         if uid_of(obj) != entry.req.request.uid:
             raise Gone(entry.req.request.key)
+        if prior is not None:
+            prior.decision = recorded_decision(obj, entry)
+            if prior.decision is not None:
+                return None  # placed by an earlier attempt of this round: not pending
         status = obj.setdefault("status", {})
         status["schedulerReasons"] = dict(decision.reasons)
         status["message"] = decision.message
@@ -228,13 +265,28 @@ class SchedulingActivities:
 
     @activity.defn(name=act.PLACE_BATCH)
     async def place_batch(self, inp: PlaceBatchInput) -> PlaceBatchResult:
+        """Decide for the batch, record each placement in the job's status, then tell the job.
+
+        A retry of this activity (or a later round for a job whose placement was reported
+        undelivered) first reads the decisions recorded by the attempt before and repeats them:
+        those jobs are not scheduled again, and their replicas are held against the capacity
+        the others are placed on. The recording itself is compare-and-swap, so an attempt that
+        runs on beside its retry cannot record a second answer either."""
         clusters = (await self.store.list("clusters")).items
-        policies = (await self.store.list("filterpolicies")).items
-        infos = cluster_infos(clusters, inp.reservations)
-        decisions = schedule_batch(
-            [e.req.request for e in inp.jobs], infos, policy_infos(policies),
-        )
-        await self._grow(inp, decisions, clusters, infos, policy_infos(policies))
+        policies = policy_infos((await self.store.list("filterpolicies")).items)
+        recheck = activity.info().attempt > 1
+        recorded = await self._recorded([e for e in inp.jobs if recheck or e.undelivered])
+        held = list(inp.reservations) + [
+            Reservation(e.req.request.uid, e.req.request.key, cluster,
+                        e.req.request.per_replica, n, time.time())
+            for e in inp.jobs if (d := recorded.get(e.req.request.key)) is not None
+            for cluster, n in d.assignments.items()
+        ]
+        infos = cluster_infos(clusters, held)
+        fresh = [e for e in inp.jobs if e.req.request.key not in recorded]
+        decided = iter(schedule_batch([e.req.request for e in fresh], infos, policies))
+        decisions = [recorded.get(e.req.request.key) or next(decided) for e in inp.jobs]
+        await self._grow(inp, decisions, clusters, infos, policies)
         limit = asyncio.Semaphore(FOLLOW_UP_CONCURRENCY)
 
         async def follow_up(entry: QueueEntry, decision: Decision) -> PlaceOutcome:
@@ -245,6 +297,22 @@ class SchedulingActivities:
             *(follow_up(e, d) for e, d in zip(inp.jobs, decisions, strict=True))
         ))
         return PlaceBatchResult(list(outcomes))
+
+    async def _recorded(self, entries: list[QueueEntry]) -> dict[str, Decision]:
+        """The decisions already recorded for these requests, by job key."""
+        limit = asyncio.Semaphore(FOLLOW_UP_CONCURRENCY)
+
+        async def one(entry: QueueEntry) -> Decision | None:
+            ns, name = entry.req.request.namespace, entry.req.request.key.split("/", 1)[1]
+            async with limit:
+                try:
+                    obj = await self.store.get("jobs", name, ns)
+                except NotFound:
+                    return None
+            return recorded_decision(obj, entry)
+
+        found = await asyncio.gather(*(one(e) for e in entries))
+        return {d.key: d for d in found if d is not None}
 
     async def _grow(self, inp: PlaceBatchInput, decisions: list[Decision], clusters: list[Obj],
                     infos: list[ClusterInfo], policies: list[FilterPolicyInfo]) -> None:
@@ -276,18 +344,24 @@ class SchedulingActivities:
         key, uid, ns = req.request.key, req.request.uid, req.request.namespace
         name = key.split("/", 1)[1]
         out = PlaceOutcome(key, uid, req.seq, "pending", message=decision.message)
+        prior = Prior()
         try:
             if not decision.placed:
                 if decision.message != entry.last_message and not await update_status(
-                    self.store, "jobs", name, ns, pending_mutation(entry, decision)
+                    self.store, "jobs", name, ns, pending_mutation(entry, decision, prior)
                 ):
                     out.status = "gone"
-                return out
-            if not await update_status(
-                self.store, "jobs", name, ns, placed_mutation(entry, decision, req.workflow_id)
+                if prior.decision is None:
+                    return out
+            elif not await update_status(
+                self.store, "jobs", name, ns,
+                placed_mutation(entry, decision, req.workflow_id, prior),
             ):
                 out.status = "gone"
                 return out
+            if prior.decision is not None:  # answered before: say the same again
+                decision = prior.decision
+                out.message = decision.message
             placement = Placement(req.seq, dict(decision.assignments), decision.message)
             await self.client.get_workflow_handle(req.workflow_id).signal(SIG_PLACED, placement)
             out.status, out.assignments = "placed", dict(decision.assignments)

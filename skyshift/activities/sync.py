@@ -52,6 +52,7 @@ from skyshift.activities.clusters import (
     signal_all,
     update_of,
 )
+from skyshift.activities.job_view import tell_drift, workflow_holds
 from skyshift.activities.store import update_status
 from skyshift.compat.errors import CompatError, Transient
 from skyshift.compat.types import ClusterState, ReplicaStatus
@@ -399,6 +400,15 @@ class Syncer:
             if obj is not None and (obj.get("metadata") or {}).get("uid") == uid:
                 placement = (obj.get("status") or {}).get("placement") or {}
                 if placement.get(self.ctx.name):
+                    continue
+                # etcd's copy of the placement alone is not enough: the workflow decides
+                holds = await workflow_holds(self.acts.client, ns, job, self.ctx.name)
+                if holds is None:
+                    continue
+                if holds:
+                    log.warning("cluster %s: %s/%s holds replicas here that its stored "
+                                "placement misses; keeping them", self.ctx.name, ns, job)
+                    await tell_drift(self.acts.client, ns, job, self.ctx.name)
                     continue
                 why, exists = "job no longer placed here", True
             log.info("cluster %s: removing replicas of %s/%s (%s)", self.ctx.name, ns, job, why)

@@ -141,8 +141,13 @@ class ReplicaReport:
 @dataclass
 class ClusterEvent:
     cluster: str
-    kind: str  # "lost" | "recovered" | "deleted"
+    kind: str  # "lost" | "recovered" | "deleted" | DRIFT
     message: str = ""
+
+
+# ClusterEvent kind: a skylet found replicas the job's workflow holds on its cluster while etcd's
+# stored placement does not name it; the workflow writes its placement back
+DRIFT = "drift"
 
 
 @dataclass
@@ -211,6 +216,9 @@ class QueueEntry:
     tried_epoch: int = -1
     last_message: str = ""
     not_before: float = 0.0  # epoch seconds; set after a failed delivery
+    # a round's placement may have been recorded (etcd) or even delivered although the round
+    # reported it undelivered: the next round looks for the recorded decision first
+    undelivered: bool = False
 
 
 @dataclass

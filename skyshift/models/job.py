@@ -142,10 +142,23 @@ class ReplicaCounts(StrictModel):
     Unknown: int = 0
 
 
+class PlacementDecision(StrictModel):
+    """The scheduler's answer to one placement request of the job's workflow (its ``seq``),
+    recorded in etcd before the job is told. A scheduler round retried after a crash or a
+    Temporal restart finds it and repeats it instead of deciding again from newer capacity: the
+    job workflow takes the first answer to a request, so a second, different one would leave
+    etcd naming a cluster the replicas never went to."""
+
+    seq: int = 0
+    assignments: dict[str, int] = Field(default_factory=dict)
+    message: str = ""
+
+
 class JobStatus(StrictModel):
     phase: JobPhase = "Pending"
     message: str = ""
     placement: dict[str, int] = Field(default_factory=dict)
+    placementDecision: PlacementDecision | None = None
     replicaStatus: dict[str, ReplicaCounts] = Field(default_factory=dict)
     restarts: int = 0
     schedulerReasons: dict[str, str] = Field(default_factory=dict)

@@ -36,6 +36,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from skyshift.contract import activity_names as act
     from skyshift.contract.jobs import (
+        DRIFT,
         LATE_VISIBILITY,
         RUNNING,
         ClusterEvent,
@@ -239,6 +240,10 @@ class JobWorkflow:
                 self.status_dirty = True
             if e.kind == "deleted":
                 self.s.leftovers.pop(e.cluster, None)
+        elif e.kind == DRIFT:
+            # etcd's placement lost this cluster (overwritten) while replicas run there: this
+            # state is where the replicas are, so write it back
+            self.status_dirty = True
         elif e.kind == "recovered":
             names = js.leftovers_to_delete(self.s, self.inp, e.cluster)
             if names:

@@ -229,6 +229,7 @@ class SchedulerWorkflow:
                 entry.last_message = out.message
                 entry.tried_epoch = epoch if out.status == "pending" else -1
                 entry.not_before = now + RETRY_DELAY if out.status == "undelivered" else 0.0
+                entry.undelivered = entry.undelivered or out.status == "undelivered"
         self.placing = set()
         early, self.early = self.early, []
         if early and workflow.patched(EARLY_PATCH):

@@ -13,6 +13,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.testing import WorkflowEnvironment
 
 from skyshift.contract.jobs import (
+    DRIFT,
     REVISION,
     ClusterEvent,
     JobConfig,
@@ -360,3 +361,23 @@ async def test_a_placement_that_arrives_before_its_enqueue_is_taken_not_asked_ag
             await report(h, inp, a, rank, 0, "Succeeded", 0)
         assert await h.result() == "Succeeded"
     assert not fakes.of("enqueue_job")
+
+
+async def test_drift_writes_the_workflows_placement_back(workflow_env: WorkflowEnvironment) -> None:
+    """Issue 32: a skylet found this job's replica on its cluster while etcd's placement named
+    another cluster. The workflow is where the replicas are: told so, it writes its placement."""
+    fakes, a = Fakes(), unique("a")
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        inp = job()
+        h = await start(workflow_env.client, q, inp)
+        await place(h, fakes, 1, {a: 1})
+        await fakes.wait_for("submit_replicas")
+        await report(h, inp, a, 0, 0, "Running")
+        before = len(fakes.of("write_job_status"))
+        await h.signal(SIG_CLUSTER, ClusterEvent(a, DRIFT, "stored placement misses it"))
+        writes = await fakes.wait_for("write_job_status", before + 1)
+        assert writes[-1].placement == {a: 1}
+        state = await h.query(JobWorkflow.state)
+        assert [(r.cluster, r.state) for r in state.replicas] == [(a, "Running")]
+        await report(h, inp, a, 0, 0, "Succeeded", 0)
+        assert await h.result() == "Succeeded"
