@@ -23,6 +23,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from skyshift import failpoints
 from skyshift.activities.clusters import heartbeating
 from skyshift.activities.convert import nodes_from_status, queue_from_status
 from skyshift.activities.store import uid_of, update_status
@@ -296,6 +297,8 @@ class SchedulingActivities:
         outcomes = await heartbeating(asyncio.gather(
             *(follow_up(e, d) for e, d in zip(inp.jobs, decisions, strict=True))
         ))
+        if any(o.status == "placed" for o in outcomes):
+            await failpoints.reached(failpoints.PLACE_BATCH_SIGNALLED)
         return PlaceBatchResult(list(outcomes))
 
     async def _recorded(self, entries: list[QueueEntry]) -> dict[str, Decision]:

@@ -246,6 +246,7 @@ async def main() -> None:
     sync = SyncConfig(
         interval=env_float("SKYSHIFT_SYNC_INTERVAL", 1.0),
         lost_after=env_float("SKYSHIFT_LOST_AFTER", 5.0),
+        orphan_sweep=env_float("SKYSHIFT_ORPHAN_SWEEP", 60.0),
     )
     try:
         await SkyletManager(client, store, sync, selector).run(
