@@ -200,7 +200,7 @@ def up(
         run_as = _replica_user(console, home)
         outcome = attach_local_cluster(api_url, home, token, run_as)
         console.print(f"[green]✓[/] cluster {LOCAL_CLUSTER}: {outcome}")
-    write_local_context(home, api_url, user, token)
+    write_local_context(home, api_url, user, token, result.urls["temporal_ui"])
 
     table = Table(title="SkyShift is up", title_justify="left", show_header=True)
     table.add_column("part")

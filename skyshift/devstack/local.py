@@ -140,10 +140,12 @@ def _http_error(method: str, url: str, resp: httpx.Response) -> StackError:
 
 
 def write_local_context(
-    home: Path, server: str, user: str | None = None, token: str | None = None
+    home: Path, server: str, user: str | None = None, token: str | None = None,
+    temporal_ui: str = "",
 ) -> None:
-    """Upsert the ``local`` CLI context (server, namespace default) and make it current;
-    ``user``/``token`` (from logging in as admin) replace the context's credentials."""
+    """Upsert the ``local`` CLI context (server, namespace default, where the stack's Temporal
+    UI is) and make it current; ``user``/``token`` (from logging in as admin) replace the
+    context's credentials."""
     path = home / "config.yaml"
     try:
         cfg = load_config(path)
@@ -156,6 +158,7 @@ def write_local_context(
         namespace="default",
         user=user if user is not None else (old.user if old else ""),
         token=token if token is not None else (old.token if old else ""),
+        temporal_ui=temporal_ui or (old.temporal_ui if old else ""),
     )
     cfg.upsert(ctx, make_current=True)
     save_config(cfg, path)
