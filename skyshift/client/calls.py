@@ -198,8 +198,10 @@ class Calls:
         try:
             return (yield from self._obj_op("POST", path, body=data))
         except ApiError as exc:
-            if exc.status != 409:
+            if exc.status == 0:
                 raise lost from exc  # still no answer: the outcome is still unknown
+            if exc.status != 409:
+                raise
             conflict = exc
         return (yield from self._created_by_us(data, info.kind, name, ns, conflict))
 

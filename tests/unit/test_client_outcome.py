@@ -117,6 +117,23 @@ def test_a_lost_answer_and_a_failed_retry_leave_the_outcome_unknown() -> None:
     assert "may or may not have taken effect" in text and "skyshift up" not in text
 
 
+def test_an_error_answer_to_the_retry_is_reported_as_is() -> None:
+    server = FlakyServer()
+    server.drop_after = 1
+    answer = server._answer
+
+    def expired(req: httpx.Request) -> httpx.Response:
+        if server.posts:  # the retry: the token expired meanwhile
+            return httpx.Response(401, json={"error": {"code": 401, "reason": "Unauthorized",
+                                                       "message": "token expired"}})
+        return answer(req)
+
+    server._answer = expired  # type: ignore[method-assign]
+    with pytest.raises(ApiError) as info:
+        client(server).create(job("train"))
+    assert info.value.status == 401
+
+
 def test_a_read_timeout_after_a_post_is_an_unknown_outcome_not_a_missing_server() -> None:
     server = FlakyServer()
     server.read_timeout = 2  # the first POST and its retry

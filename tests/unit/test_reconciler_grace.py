@@ -2,8 +2,8 @@
 
 Stand-ins here are below the worker: the store and Temporal's visibility answer from memory, and
 the starter's two calls are recorded instead of sent (the real starter and visibility listing run
-in tests/faults/test_lifecycle_temporal_restart.py, where the reconciler starts the jobs created
-during a Temporal outage).
+in tests/faults/test_lifecycle_temporal_return.py, where the reconciler, woken when Temporal is
+back, starts the jobs created during a Temporal outage).
 """
 
 from __future__ import annotations
