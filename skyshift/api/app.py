@@ -135,8 +135,9 @@ def create_app(
     own_store = store is None
     the_store = store or ObjectStore(settings.etcd_endpoints, settings.store_prefix)
     the_lifecycle = lifecycle
+    own_lifecycle: TemporalLifecycle | None = None
     if the_lifecycle is None and temporal:
-        the_lifecycle = TemporalLifecycle.lazy(
+        the_lifecycle = own_lifecycle = TemporalLifecycle.lazy(
             settings.temporal_address, settings.temporal_namespace
         )
 
@@ -163,6 +164,8 @@ def create_app(
         finally:
             if the_auth is not None:
                 await the_auth.stop()
+            if own_lifecycle is not None:
+                await own_lifecycle.close()
             if own_store:
                 await the_store.close()
 

@@ -4,7 +4,9 @@ The API server never drives a workflow itself; it tells the lifecycle plane that
 happened (created, spec changed, deleting) and asks it for logs and exec. ``Lifecycle`` is that
 seam: :class:`TemporalLifecycle` forwards to ``skyshift.activities.starter`` (imported lazily, so
 the API runs before, and without, the workflows package), and tests plug in a recording double.
-Hook failures never undo the etcd write: the control worker's reconciler re-ensures workflows.
+Hook failures never undo the etcd write. A notification that failed because Temporal was away is
+sent again in the background once it answers (:mod:`.lifecycle_retry`); beyond that, the control
+worker's reconciler re-ensures workflows.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
+
+from skyshift.api.lifecycle_retry import Redelivery, Send, unreachable
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +77,8 @@ class TemporalLifecycle:
         self._connect = connect
         self._lock = asyncio.Lock()
         self._health_timeout = health_timeout
+        #: notifications waiting for Temporal to come back (see :mod:`.lifecycle_retry`)
+        self.redelivery = Redelivery(probe=self.ready)
 
     @classmethod
     def lazy(cls, address: str, namespace: str = "default") -> TemporalLifecycle:
@@ -95,17 +101,40 @@ class TemporalLifecycle:
         return self._client
 
     async def created(self, obj: dict[str, Any]) -> None:
-        starter = _starter()
-        workflow_id = await starter.ensure_lifecycle(await self.client(), obj)
-        log.debug("lifecycle ensured for %s: %s", _ref(obj), workflow_id)
+        await self._deliver("created", self._ensure, obj)
 
     async def spec_changed(self, obj: dict[str, Any]) -> None:
-        starter = _starter()
-        await starter.notify_spec_changed(await self.client(), obj)
+        await self._deliver("spec_changed", self._spec, obj)
 
     async def deleting(self, obj: dict[str, Any]) -> None:
-        starter = _starter()
-        await starter.notify_deleting(await self.client(), obj)
+        await self._deliver("deleting", self._delete, obj)
+
+    async def _deliver(self, what: str, send: Send, obj: dict[str, Any]) -> None:
+        """``send(obj)`` now, or after the notifications of the same object still waiting; if
+        Temporal is unreachable, keep it for :attr:`redelivery` (other errors raise)."""
+        key = _ref(obj)
+        if not self.redelivery.holds(key):
+            try:
+                await send(obj)
+                return
+            except Exception as exc:
+                if not unreachable(exc):
+                    raise
+                log.warning("lifecycle hook %s for %s: Temporal unreachable (%s); retrying in "
+                            "the background", what, key, exc)
+        if not self.redelivery.add(key, what, send, obj):
+            log.warning("too many lifecycle notifications waiting for Temporal: %s of %s is "
+                        "left to the reconciler", what, key)
+
+    async def _ensure(self, obj: dict[str, Any]) -> None:
+        workflow_id = await _starter().ensure_lifecycle(await self.client(), obj)
+        log.debug("lifecycle ensured for %s: %s", _ref(obj), workflow_id)
+
+    async def _spec(self, obj: dict[str, Any]) -> None:
+        await _starter().notify_spec_changed(await self.client(), obj)
+
+    async def _delete(self, obj: dict[str, Any]) -> None:
+        await _starter().notify_deleting(await self.client(), obj)
 
     async def logs(self, job: dict[str, Any], tail: int | None, rank: int | None) -> str:
         starter = _starter()
@@ -137,7 +166,9 @@ class TemporalLifecycle:
             return False
 
     async def close(self) -> None:
-        """Nothing to release: Temporal clients close with their runtime."""
+        """Stop re-sending (the reconciler takes over); Temporal clients close with their
+        runtime."""
+        await self.redelivery.close()
 
 
 def _starter() -> Any:

@@ -100,6 +100,7 @@ def login_cmd(
         namespace=namespace or base.namespace or "default",
         user=username,
         token=token.token,
+        temporal_ui=base.temporal_ui if base.server == server else "",
     )
     cfg.upsert(ctx, make_current=True)
     _save(cfg)

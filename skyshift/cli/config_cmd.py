@@ -106,10 +106,13 @@ def current_context(state: CliState) -> None:
 @click.option("--namespace", "-n", default=None, metavar="NS", help="Default namespace.")
 @click.option("--user", default=None, help="User name.")
 @click.option("--token", default=None, help="Bearer token.")
+@click.option("--temporal-ui", "temporal_ui", default=None, metavar="URL",
+              help="Temporal UI of this server's stack, for the links of `skyctl describe`.")
 @click.option("--use", is_flag=True, help="Also make it the current context.")
 @pass_state
 def set_context(state: CliState, name: str, ctx_server: str | None, namespace: str | None,
-                user: str | None, token: str | None, use: bool) -> None:
+                user: str | None, token: str | None, temporal_ui: str | None,
+                use: bool) -> None:
     """Create or change a context (only the given fields change).
 
     \b
@@ -129,6 +132,11 @@ def set_context(state: CliState, name: str, ctx_server: str | None, namespace: s
         ctx.user = user
     if token is not None:
         ctx.token = token
+    if temporal_ui is not None:
+        if temporal_ui and not temporal_ui.startswith(("http://", "https://")):
+            raise UsageProblem(f"--temporal-ui {temporal_ui!r}: expected a URL like "
+                               "http://127.0.0.1:8233")
+        ctx.temporal_ui = temporal_ui.rstrip("/")
     cfg.upsert(ctx, make_current=use or not cfg.contexts)
     _save(state)
     click.echo(f"Context {name!r} {'modified' if existing else 'created'}.")

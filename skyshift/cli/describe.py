@@ -34,9 +34,10 @@ STATUS_SECTIONS = ("conditions", "schedulerReasons", "workflowId", "capacity", "
                    "steps", "nextRunTimes", "reachable")
 
 
-def temporal_ui_link(workflow_id: str) -> str:
-    """The workflow's page in the Temporal UI (``SKYSHIFT_TEMPORAL_UI``, default local)."""
-    ui = (os.environ.get("SKYSHIFT_TEMPORAL_UI") or DEFAULT_TEMPORAL_UI).rstrip("/")
+def temporal_ui_link(workflow_id: str, context_ui: str = "") -> str:
+    """The workflow's page in the Temporal UI: ``SKYSHIFT_TEMPORAL_UI``, else the context's
+    (``skyshift up`` records where it put the UI), else the default local one."""
+    ui = (os.environ.get("SKYSHIFT_TEMPORAL_UI") or context_ui or DEFAULT_TEMPORAL_UI).rstrip("/")
     ns = os.environ.get("SKYSHIFT_TEMPORAL_NAMESPACE") or "default"
     return f"{ui}/namespaces/{quote(ns, safe='')}/workflows/{quote(workflow_id, safe='')}"
 
@@ -106,9 +107,9 @@ def missing_clusters_text(obj: Mapping[str, Any], clusters: set[str]) -> str:
 
 
 def describe_text(info: KindInfo, obj: Mapping[str, Any],
-                  clusters: set[str] | None = None) -> str:
+                  clusters: set[str] | None = None, temporal_ui: str = "") -> str:
     """The full description of one object as text (``clusters``: the names that exist, to
-    explain a FilterPolicy that names missing ones)."""
+    explain a FilterPolicy that names missing ones; ``temporal_ui``: the context's UI)."""
     meta = obj.get("metadata") or {}
     status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
     assert isinstance(status, Mapping)
@@ -148,7 +149,7 @@ def describe_text(info: KindInfo, obj: Mapping[str, Any],
     workflow_id = status.get("workflowId")
     if workflow_id:
         lines += ["Workflow:", _indent(_field("ID", workflow_id)),
-                  _indent(_field("Temporal UI", temporal_ui_link(str(workflow_id))))]
+                  _indent(_field("Temporal UI", temporal_ui_link(str(workflow_id), temporal_ui)))]
     return "\n".join(lines)
 
 
@@ -172,4 +173,5 @@ def describe(state: CliState, kind: KindInfo, name: str, namespace: str | None) 
     if kind.kind == "FilterPolicy":
         clusters = {str((c.get("metadata") or {}).get("name"))
                     for c in client.list("Cluster").get("items", [])}
-    click.echo(printable(describe_text(kind, obj, clusters), keep_newlines=True))
+    ui = state.current_context().temporal_ui
+    click.echo(printable(describe_text(kind, obj, clusters, ui), keep_newlines=True))

@@ -172,6 +172,17 @@ def _normal_spec(data: dict[str, Any]) -> Any:
         return data.get("spec")
 
 
+def is_what_was_sent(sent: dict[str, Any], current: dict[str, Any]) -> bool:
+    """Whether ``current`` has the spec, labels and annotations of the manifest ``sent``: after
+    a create whose answer was lost, the object found under its name is taken as the one the
+    create made (an identical object made by someone else at the same moment cannot be told
+    apart, and is what was asked for all the same)."""
+    smeta, cmeta = sent.get("metadata") or {}, current.get("metadata") or {}
+    if any((smeta.get(k) or {}) != (cmeta.get(k) or {}) for k in ("labels", "annotations")):
+        return False
+    return bool(_normal_spec(sent) == _normal_spec(current))
+
+
 def apply_body(desired: dict[str, Any], current: dict[str, Any]) -> dict[str, Any] | None:
     """The PUT body that makes ``current`` look like ``desired``, or None when nothing changes.
 

@@ -28,6 +28,7 @@ from skyshift.client.base import (
     decode,
     exec_result,
     headers_for,
+    is_what_was_sent,
     list_namespace,
     resolve_target,
     watch_params,
@@ -182,9 +183,46 @@ class Calls:
     # -- objects --------------------------------------------------------------------------------
 
     def _create_op(self, obj: Manifest, namespace: str | None) -> Op[dict[str, Any]]:
+        """POST; when the connection is lost after it was sent (outcome unknown), POST again:
+        creates are idempotent by name, so a 409 then means the first one may have worked, and
+        the object found under the name tells (:func:`_created_by_us`)."""
         data = to_manifest(obj)
-        info, _, ns = manifest_target(data, namespace or self.namespace)
-        return (yield from self._obj_op("POST", collection_path(info, ns), body=data))
+        info, name, ns = manifest_target(data, namespace or self.namespace)
+        path = collection_path(info, ns)
+        try:
+            return (yield from self._obj_op("POST", path, body=data))
+        except ApiError as exc:
+            if not exc.outcome_unknown:
+                raise
+            lost = exc
+        try:
+            return (yield from self._obj_op("POST", path, body=data))
+        except ApiError as exc:
+            if exc.status == 0:
+                raise lost from exc  # still no answer: the outcome is still unknown
+            if exc.status != 409:
+                raise
+            conflict = exc
+        return (yield from self._created_by_us(data, info.kind, name, ns, conflict))
+
+    def _created_by_us(
+        self, sent: dict[str, Any], kind: str, name: str, ns: str | None, conflict: ApiError,
+    ) -> Op[dict[str, Any]]:
+        """After a lost answer and a 409 on the retry: the object if it is the one we sent,
+        else the conflict, saying that what exists under the name is not what was sent."""
+        try:
+            current = yield from self._get_op(kind, name, ns)
+        except ApiError:
+            raise conflict from None
+        if is_what_was_sent(sent, current):
+            return current
+        where = f" in namespace {ns}" if ns else ""
+        raise ApiError(
+            409, "AlreadyExists",
+            f"{kind} {name} already exists{where} with another spec, labels or annotations than "
+            "this request sent (the connection was lost before the server answered the first "
+            "try, and the retry found it): it was not created by this request",
+        ) from conflict
 
     def _get_op(self, kind: KindArg, name: str, namespace: str | None) -> Op[dict[str, Any]]:
         path = object_path(resolve_kind(kind), name, namespace or self.namespace)
@@ -232,13 +270,17 @@ class Calls:
         data = decode(resp)
         return DeleteResult(resp.status_code, data if isinstance(data, dict) else None)
 
-    def _apply_op(self, obj: Manifest, namespace: str | None) -> Op[ApplyResult]:
+    def _apply_op(
+        self, obj: Manifest, namespace: str | None, again: bool = True,
+    ) -> Op[ApplyResult]:
         data = to_manifest(obj)
         info, name, ns = manifest_target(data, namespace or self.namespace)
         try:
             created = yield from self._obj_op("POST", collection_path(info, ns), body=data)
             return ApplyResult("created", created)
         except ApiError as exc:
+            if exc.outcome_unknown and again:  # apply is idempotent: do it once more
+                return (yield from self._apply_op(data, ns, again=False))
             if exc.status != 409:
                 raise
             try:

@@ -9,6 +9,7 @@ Format of ``$SKYSHIFT_HOME/config.yaml``::
         namespace: default
         user: admin
         token: <jwt or empty>
+        temporal_ui: http://127.0.0.1:8233   # where `skyctl describe` links workflows
 
 ``SKYSHIFT_SERVER`` or ``--server`` override the server of the current context, and
 ``SKYSHIFT_TOKEN`` its token (``skyctl login`` writes the token into a context).
@@ -35,6 +36,8 @@ class Context:
     namespace: str = "default"
     user: str = ""
     token: str = ""
+    #: the Temporal UI of this server's stack ("": ``SKYSHIFT_TEMPORAL_UI`` or the default)
+    temporal_ui: str = ""
 
 
 @dataclass

@@ -15,6 +15,10 @@ import httpx
 # Reasons for failures where no HTTP response exists (status 0).
 UNREACHABLE = "Unreachable"
 TIMEOUT = "Timeout"
+#: The request went out but the connection was lost before the answer: it may have taken effect.
+OUTCOME_UNKNOWN = "OutcomeUnknown"
+#: Methods whose effect is the same done once or twice (a lost answer is just a retry away).
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 
 class ApiError(Exception):
@@ -77,6 +81,11 @@ class ApiError(Exception):
     @property
     def conflict(self) -> bool:
         return self.status == 409
+
+    @property
+    def outcome_unknown(self) -> bool:
+        """The request reached the server, whose answer was lost: it may have taken effect."""
+        return self.reason == OUTCOME_UNKNOWN
 
 
 def _reason_for(status: int) -> str:
@@ -167,14 +176,43 @@ def _error_from_response(status: int, body: bytes | str) -> ApiError:
 
 
 def error_from_transport(exc: httpx.TransportError, server: str) -> ApiError:
-    """Connection refused, DNS failures and timeouts: say where we tried and what to do."""
+    """A request without an answer: say where we tried, what we know of its effect, and what to
+    do. Connection refused, DNS failures and connect timeouts mean the request never left;
+    a connection lost (or a read that timed out) after a write was sent leaves its outcome
+    unknown (reason :data:`OUTCOME_UNKNOWN`), which is not "no server there"."""
+    what = str(exc).strip() or type(exc).__name__
+    if not _never_sent(exc):
+        method = _method(exc)
+        lost = ("did not answer in time" if isinstance(exc, httpx.TimeoutException)
+                else f"dropped the connection before answering ({what})")
+        if method in SAFE_METHODS:
+            return ApiError(0, TIMEOUT if isinstance(exc, httpx.TimeoutException) else UNREACHABLE,
+                            f"the SkyShift API at {server} {lost}; try again")
+        return ApiError(
+            0, OUTCOME_UNKNOWN,
+            f"the outcome of {method or 'the request'} is unknown: the SkyShift API at {server} "
+            f"{lost} after the request was sent, so it may or may not have taken effect; check "
+            "with `skyctl get` before repeating it",
+        )
     hint = (
         "start a local stack with `skyshift up`, or point skyctl at a running server "
         "with --server or SKYSHIFT_SERVER"
     )
     if isinstance(exc, httpx.TimeoutException):
         return ApiError(0, TIMEOUT, f"the SkyShift API at {server} did not answer in time")
-    what = str(exc).strip() or type(exc).__name__
     if isinstance(exc, httpx.ConnectError) and "refused" in what.lower():
         what = "connection refused"
     return ApiError(0, UNREACHABLE, f"cannot reach the SkyShift API at {server} ({what}): {hint}")
+
+
+def _never_sent(exc: httpx.TransportError) -> bool:
+    """Failures that happen before a byte of the request reaches the server."""
+    return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout
+                      | httpx.UnsupportedProtocol | httpx.ProxyError)
+
+
+def _method(exc: httpx.TransportError) -> str:
+    try:
+        return exc.request.method.upper()
+    except RuntimeError:  # no request attached to the error
+        return ""

@@ -3,7 +3,10 @@
 The local manager does not measure the machine: an operator declares what SkyShift may use
 (``cpus``, ``memory`` in MB or a quantity like ``"8Gi"``, optional fake ``gpus`` and
 ``accelerators``), and optionally ``nodes`` to split it evenly into several equal nodes so that
-placement and spreading can be exercised on one machine. ``run_as`` (a user name) and
+placement and spreading can be exercised on one machine. ``state_dir`` (replica state) defaults
+to ``$SKYSHIFT_HOME/clusters/<name>`` of the skylet, where ``skyshift down --purge`` of the
+embedded stack removes it (so ``skyctl create cluster b --manager local`` needs no config).
+``run_as`` (a user name) and
 ``work_root`` (where that user's working directories go) are explained in
 :mod:`skyshift.compat.local_user`. Kept apart from the adapter so a bad config fails at
 construction with a ``Permanent`` error that names the field.
@@ -16,12 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from skyshift.compat.errors import Permanent
+from skyshift.config import skyshift_home
 from skyshift.models.quantity import (
     Resources,
     parse_accelerators,
     parse_cpus,
     parse_memory,
 )
+
+
+def default_state_dir(cluster: str) -> Path:
+    """Where a local cluster keeps replica state when its config names no ``state_dir``."""
+    return skyshift_home() / "clusters" / cluster
 
 
 @dataclass
@@ -38,9 +47,9 @@ class LocalConfig:
     @classmethod
     def parse(cls, name: str, config: dict[str, Any]) -> LocalConfig:
         try:
-            state_dir = config.get("state_dir")
-            if not state_dir or not isinstance(state_dir, str | Path):
-                raise ValueError("state_dir is required (a directory for replica state)")
+            state_dir = config.get("state_dir") or default_state_dir(name)
+            if not isinstance(state_dir, str | Path):
+                raise ValueError("state_dir must be a directory path")
             gpus = config.get("gpus", 0)
             if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
                 raise ValueError("gpus must be an integer >= 0")

@@ -200,7 +200,7 @@ def up(
         run_as = _replica_user(console, home)
         outcome = attach_local_cluster(api_url, home, token, run_as)
         console.print(f"[green]✓[/] cluster {LOCAL_CLUSTER}: {outcome}")
-    write_local_context(home, api_url, user, token)
+    write_local_context(home, api_url, user, token, result.urls["temporal_ui"])
 
     table = Table(title="SkyShift is up", title_justify="left", show_header=True)
     table.add_column("part")
@@ -223,7 +223,8 @@ def up(
 @main.command()
 @click.option(
     "--purge", is_flag=True,
-    help="Also stop local replicas and delete the data (etcd, Temporal db, clusters, logs).",
+    help="Also stop local replicas and service proxies and delete the data (etcd, Temporal db, "
+         "local clusters under the home, logs).",
 )
 @click.option(
     "--grace",
@@ -238,8 +239,9 @@ def down(purge: bool, grace: float) -> None:
 
     Each process group gets SIGTERM, then SIGKILL after the grace period. Data stays for the next
     `up` unless --purge is given; the CLI config is always kept. Replicas of local clusters keep
-    running (the next `up` finds them again); --purge stops them too before it deletes their
-    directories.
+    running (the next `up` finds them again); --purge stops them (and the HAProxies of their
+    services) before it deletes their directories: `local` and every local cluster kept under
+    $SKYSHIFT_HOME/clusters (the default state_dir of a local cluster).
     """
     home = skyshift_home()
     console = _console()

@@ -8,8 +8,10 @@ password, the signing key, etcd's password); a cluster attached before that is u
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ import yaml
 
 from skyshift.client.config import Context, load_config, save_config
 from skyshift.compat import local_proc
+from skyshift.compat.local_user import default_work_root
 from skyshift.devstack.components import StackError
 
 LOCAL_CLUSTER = "local"
@@ -71,6 +74,34 @@ def stop_replicas(clusters: Path, grace: float) -> int:
     running = sum(local_proc.alive(info) for info in infos)
     local_proc.stop(infos, grace)  # also the groups of supervisors killed on their own
     return running
+
+
+def stop_balancers(clusters: Path) -> int:
+    """Stop the HAProxy of every local cluster whose state is under ``clusters`` (the services
+    of ``down --purge``'s clusters go with their directories). A pid file whose process is no
+    HAProxy of that directory (it ended, and the pid was reused) is left alone. Returns how
+    many were stopped."""
+    stopped = 0
+    for pidfile in clusters.glob("*/lb/haproxy.pid"):
+        try:
+            pid = int(pidfile.read_text().split()[0])
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        if "haproxy" not in argv or str(pidfile.parent) not in argv:
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+            stopped += 1
+    return stopped
+
+
+def work_roots(clusters: Path) -> list[Path]:
+    """The default ``run_as`` working directories (outside the home) of the local clusters whose
+    state is under ``clusters``: ``down --purge`` removes them with the clusters."""
+    if not clusters.is_dir():
+        return []
+    return [default_work_root(d.name, d) for d in sorted(clusters.iterdir()) if d.is_dir()]
 
 
 def local_cluster_config(home: Path, run_as: str | None = None) -> dict[str, Any]:
@@ -140,10 +171,12 @@ def _http_error(method: str, url: str, resp: httpx.Response) -> StackError:
 
 
 def write_local_context(
-    home: Path, server: str, user: str | None = None, token: str | None = None
+    home: Path, server: str, user: str | None = None, token: str | None = None,
+    temporal_ui: str = "",
 ) -> None:
-    """Upsert the ``local`` CLI context (server, namespace default) and make it current;
-    ``user``/``token`` (from logging in as admin) replace the context's credentials."""
+    """Upsert the ``local`` CLI context (server, namespace default, where the stack's Temporal
+    UI is) and make it current; ``user``/``token`` (from logging in as admin) replace the
+    context's credentials."""
     path = home / "config.yaml"
     try:
         cfg = load_config(path)
@@ -156,6 +189,7 @@ def write_local_context(
         namespace="default",
         user=user if user is not None else (old.user if old else ""),
         token=token if token is not None else (old.token if old else ""),
+        temporal_ui=temporal_ui or (old.temporal_ui if old else ""),
     )
     cfg.upsert(ctx, make_current=True)
     save_config(cfg, path)

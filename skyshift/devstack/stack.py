@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from skyshift.compat.local_user import default_work_root
 from skyshift.config import Settings
 from skyshift.devstack import health, procs
 from skyshift.devstack.components import (
@@ -30,7 +29,7 @@ from skyshift.devstack.components import (
     module_installed,
 )
 from skyshift.devstack.etcd_auth import secure_home
-from skyshift.devstack.local import LOCAL_CLUSTER, local_state_dir, stop_replicas
+from skyshift.devstack.local import stop_balancers, stop_replicas, work_roots
 
 STATE_FILE = "stack.json"
 DEFAULT_GRACE = 10.0
@@ -346,17 +345,29 @@ def down(home: Path, purge: bool = False, grace: float = DEFAULT_GRACE) -> list[
             state.components = records
             state.save()
         if purge:
-            if replicas := stop_replicas(home / "clusters", grace):
-                out.append(Stopped(f"{replicas} local replicas", None, "stopped"))
-            for component in components:
-                for path in component.data_dirs:
-                    shutil.rmtree(path, ignore_errors=True)
-            for name in ("clusters", "logs"):
-                shutil.rmtree(home / name, ignore_errors=True)
-            # the working directories of the local cluster's run_as replicas live outside home
-            work_root = default_work_root(LOCAL_CLUSTER, local_state_dir(home))
-            shutil.rmtree(work_root, ignore_errors=True)
-            (home / STATE_FILE).unlink(missing_ok=True)
+            out += _purge(home, components, grace)
+    return out
+
+
+def _purge(home: Path, components: list[Component], grace: float) -> list[Stopped]:
+    """Delete the stack's data, logs and local clusters: the ``local`` one ``up`` attached and
+    every other one that kept its state under ``$SKYSHIFT_HOME/clusters`` (the default of a
+    local cluster created without a ``state_dir``). Their replicas and HAProxies are stopped
+    first, and their ``run_as`` working directories (outside the home) removed too."""
+    out: list[Stopped] = []
+    clusters = home / "clusters"
+    if replicas := stop_replicas(clusters, grace):
+        out.append(Stopped(f"{replicas} local replicas", None, "stopped"))
+    if balancers := stop_balancers(clusters):
+        out.append(Stopped(f"{balancers} local service proxies", None, "stopped"))
+    for work_root in work_roots(clusters):
+        shutil.rmtree(work_root, ignore_errors=True)
+    for component in components:
+        for path in component.data_dirs:
+            shutil.rmtree(path, ignore_errors=True)
+    for name in ("clusters", "logs"):
+        shutil.rmtree(home / name, ignore_errors=True)
+    (home / STATE_FILE).unlink(missing_ok=True)
     return out
 
 

@@ -4,7 +4,9 @@ Polls the ``skyshift-control`` task queue with every lifecycle workflow (Job, Cl
 ReplicaOp, Service) and the activities that touch etcd or need the Temporal client (status writes,
 finalizer removal, enqueue and batch placement), and runs the reconciler. It holds no state of
 its own, so any number of control workers can run side by side (each reconciler pass is
-idempotent). Configured by :meth:`Settings.from_env` plus ``SKYSHIFT_RECONCILE_INTERVAL``.
+idempotent), woken by a health watch of Temporal as soon as Temporal is back after an outage.
+Configured by :meth:`Settings.from_env` plus ``SKYSHIFT_RECONCILE_INTERVAL`` (seconds between
+passes) and ``SKYSHIFT_TEMPORAL_PROBE`` (seconds between health checks of Temporal; 0: no watch).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from skyshift.workers.common import (
 from skyshift.workers.metrics_http import every, start_from_env
 from skyshift.workers.reconciler import Reconciler
 from skyshift.workers.rules_watch import RulesWatch, signal_scheduler
+from skyshift.workers.temporal_watch import TemporalWatch
 from skyshift.workflows.cluster import ClusterWorkflow
 from skyshift.workflows.job import JobWorkflow
 from skyshift.workflows.link import LinkWorkflow
@@ -110,14 +113,19 @@ def control_worker(
 async def serve(
     client: Client, store: ObjectStore, stop: asyncio.Event, *,
     reconcile_interval: float = 30.0, ready_file: Path | None = None, metrics: bool = False,
+    temporal_probe: float = 1.0,
 ) -> None:
     """Run the worker and the reconciler until ``stop`` is set (and, with ``metrics``, poll the
-    scheduler's queue depth for ``skyshift_scheduler_queue_depth``)."""
+    scheduler's queue depth for ``skyshift_scheduler_queue_depth``). ``temporal_probe``: seconds
+    between health checks of Temporal that wake the reconciler when it is back (0: none)."""
     worker = control_worker(client, store, sandbox=env_flag("SKYSHIFT_WORKFLOW_SANDBOX"))
     reconciler = Reconciler(store, client, reconcile_interval)
     rules = RulesWatch(store, lambda what: signal_scheduler(client, what))
     async with worker:
         tasks = [asyncio.create_task(reconciler.run(stop)), asyncio.create_task(rules.run(stop))]
+        if temporal_probe > 0:
+            watch = TemporalWatch(client, reconciler.wake, every=temporal_probe)
+            tasks.append(asyncio.create_task(watch.run(stop)))
         if metrics:
             tasks.append(asyncio.create_task(every(QUEUE_POLL, stop, lambda: queue_depth(client))))
         if ready_file is not None:
@@ -150,6 +158,7 @@ async def main() -> None:
         await serve(
             client, store, stop,
             reconcile_interval=env_float("SKYSHIFT_RECONCILE_INTERVAL", 30.0),
+            temporal_probe=env_float("SKYSHIFT_TEMPORAL_PROBE", 1.0),
             ready_file=ready_path(settings, "control"), metrics=metrics is not None,
         )
     finally:

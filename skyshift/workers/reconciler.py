@@ -20,6 +20,11 @@ the control worker during a 1,000-job burst (bench/k8s_scale.py), 9% of its samp
 reconciler re-sending signal-with-start to jobs the API had just started, each of which also cost
 the job a signal and a workflow task. A crash between the etcd write and the start is still
 repaired, ``grace`` later.
+
+:meth:`Reconciler.wake` runs a pass at once, without the grace: the control worker calls it when
+Temporal answers again after an outage (:mod:`skyshift.workers.temporal_watch`), since objects
+created meanwhile were written to etcd while their workflows could not start, and the API's own
+retries (:mod:`skyshift.api.lifecycle_retry`) die with an API server that restarted meanwhile.
 """
 
 from __future__ import annotations
@@ -65,17 +70,42 @@ class Reconciler:
         self.interval = interval
         self.grace = min(2 * interval, GRACE) if grace is None else grace
         self._now = time.time()
+        self._grace_now = self.grace
+        self._woken = asyncio.Event()
+        self._skip_grace = False
+        #: passes run because of :meth:`wake` (for logs and tests)
+        self.woken_passes = 0
+
+    def wake(self) -> None:
+        """Run a pass now, ensuring recent objects too (Temporal is back after an outage)."""
+        self._skip_grace = True
+        self._woken.set()
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
+            woken, self._skip_grace = self._skip_grace, False
+            self._woken.clear()
             try:
-                started = await self.reconcile_once()
+                started = await self.reconcile_once(skip_grace=woken)
+                self.woken_passes += woken
                 if started:
-                    log.info("reconciler ensured %d lifecycles", started)
+                    log.info("reconciler ensured %d lifecycles%s", started,
+                             " (Temporal is back)" if woken else "")
             except Exception as exc:  # next pass will try again; never kill the worker
                 log.warning("reconcile pass failed: %s", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval)
+            await self._pause(stop)
+
+    async def _pause(self, stop: asyncio.Event) -> None:
+        """Until the interval is over, ``stop`` is set or :meth:`wake` is called."""
+        waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._woken.wait())]
+        try:
+            await asyncio.wait(waits, timeout=self.interval, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+            for w in waits:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await w
 
     async def _running(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -88,10 +118,12 @@ class Reconciler:
         """Created, or marked for deletion, within ``grace`` of this pass (the API is on it)."""
         meta = obj.get("metadata") or {}
         at = parse_time(meta.get("deletionTimestamp") or meta.get("creationTimestamp"))
-        return self._now - at < self.grace
+        return self._now - at < self._grace_now
 
-    async def reconcile_once(self) -> int:
+    async def reconcile_once(self, skip_grace: bool = False) -> int:
+        """One pass; ``skip_grace``: also ensure objects created within the grace period."""
         self._now = time.time()
+        self._grace_now = 0.0 if skip_grace else self.grace
         running = await self._running()
         started = 0
         for obj in await list_in_pages(self.store, "clusters"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import shutil
 import socket
 import sqlite3
 import stat
@@ -396,3 +397,37 @@ def test_purge_stops_local_replicas_before_deleting_their_state(tmp_path: Path) 
     assert not rdir.exists()
     assert [(s.name, s.outcome) for s in purged if "replicas" in s.name] == [
         ("1 local replicas", "stopped")]
+
+
+def test_purge_stops_service_proxies_and_removes_work_roots_of_every_stack_cluster(
+    tmp_path: Path,
+) -> None:
+    """Every local cluster under the home (not only ``local``) loses its HAProxy and its
+    ``run_as`` working directories outside the home; a pid file whose process is not that
+    cluster's HAProxy (the pid was reused) does not get anything killed."""
+    from skyshift.compat.local_user import default_work_root
+
+    home = tmp_path / "home"
+    lb = home / "clusters" / "b" / "lb"
+    lb.mkdir(parents=True)
+    other = home / "clusters" / "c" / "lb"
+    other.mkdir(parents=True)
+    # stand-ins: a process whose command line is that of b's HAProxy, and an unrelated one
+    proxy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "haproxy",
+                              "-f", str(lb / "haproxy.cfg")])
+    bystander = subprocess.Popen(["sleep", "600"])
+    (lb / "haproxy.pid").write_text(f"{proxy.pid}\n")
+    (other / "haproxy.pid").write_text(f"{bystander.pid}\n")
+    work = default_work_root("b", home / "clusters" / "b")
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        purged = stack_mod.down(home, purge=True, grace=1.0)
+        assert proxy.wait(10) is not None
+        assert bystander.poll() is None
+    finally:
+        for p in (proxy, bystander):
+            p.kill()
+            p.wait()
+        shutil.rmtree(work, ignore_errors=True)
+    assert ("1 local service proxies", "stopped") in [(s.name, s.outcome) for s in purged]
+    assert not work.exists() and not (home / "clusters").exists()

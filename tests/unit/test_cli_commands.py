@@ -209,6 +209,24 @@ def test_temporal_link_default(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
+def test_describe_links_the_ui_the_context_records(
+    fake: FakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`skyshift up` on another UI port writes it into the `local` context: describe links
+    there; SKYSHIFT_TEMPORAL_UI still beats it; `config set-context --temporal-ui` sets it."""
+    monkeypatch.delenv("SKYSHIFT_TEMPORAL_UI", raising=False)
+    fake.objects["Job"] = [job("train", workflowId="job/default/train")]
+    assert run(fake, "config", "set-context", "local", "--temporal-ui",
+               "http://127.0.0.1:18233/", "--use").exit_code == 0
+    assert load_config().current().temporal_ui == "http://127.0.0.1:18233"
+    out = run(fake, "describe", "job", "train").stdout
+    assert "http://127.0.0.1:18233/namespaces/default/workflows/job%2Fdefault%2Ftrain" in out
+    monkeypatch.setenv("SKYSHIFT_TEMPORAL_UI", "http://ui:8233")
+    assert "http://ui:8233/namespaces/" in run(fake, "describe", "job", "train").stdout
+    bad = run(fake, "config", "set-context", "local", "--temporal-ui", "ui:8233")
+    assert bad.exit_code == 2 and "--temporal-ui" in bad.stderr
+
+
 def test_delete_says_deleting_or_deleted(fake: FakeClient) -> None:
     assert run(fake, "delete", "job", "a", "b").stdout == "job/a deleting\njob/b deleting\n"
     fake.delete_status = 200

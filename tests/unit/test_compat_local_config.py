@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from skyshift.compat.errors import Permanent
@@ -22,7 +24,7 @@ def test_capacity_split_evenly_with_remainders_first() -> None:
 
 
 @pytest.mark.parametrize("bad, field", [
-    ({}, "state_dir"),
+    ({"state_dir": 5}, "state_dir"),
     ({"state_dir": "/x", "cpus": "lots"}, "cpus"),
     ({"state_dir": "/x", "memory": -1}, "memory"),
     ({"state_dir": "/x", "gpus": 1.5}, "gpus"),
@@ -33,3 +35,13 @@ def test_capacity_split_evenly_with_remainders_first() -> None:
 def test_bad_config_is_permanent_and_names_the_field(bad: dict[str, object], field: str) -> None:
     with pytest.raises(Permanent, match=field):
         LocalConfig.parse("c", bad)
+
+
+def test_state_dir_defaults_to_the_clusters_directory_of_skyshift_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`skyctl create cluster b --manager local` names no state_dir: it goes where the
+    embedded stack keeps its clusters (and `skyshift down --purge` removes them)."""
+    monkeypatch.setenv("SKYSHIFT_HOME", str(tmp_path))
+    assert LocalConfig.parse("b", {"cpus": 2}).state_dir == tmp_path / "clusters" / "b"
+    assert LocalConfig.parse("b", {"state_dir": "/srv/b"}).state_dir == Path("/srv/b")

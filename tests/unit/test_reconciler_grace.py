@@ -2,8 +2,8 @@
 
 Stand-ins here are below the worker: the store and Temporal's visibility answer from memory, and
 the starter's two calls are recorded instead of sent (the real starter and visibility listing run
-in tests/faults/test_lifecycle_temporal_restart.py, where the reconciler starts the jobs created
-during a Temporal outage).
+in tests/faults/test_lifecycle_temporal_return.py, where the reconciler, woken when Temporal is
+back, starts the jobs created during a Temporal outage).
 """
 
 from __future__ import annotations
@@ -99,3 +99,50 @@ async def test_an_object_without_a_readable_timestamp_is_ensured(
     r = rec.Reconciler(Store([broken, missing]), Client(), interval=30)  # type: ignore[arg-type]
     assert await r.reconcile_once() == 2
     assert sorted(calls) == [("ensure", "broken"), ("ensure", "missing")]
+
+
+async def test_a_wake_runs_a_pass_at_once_that_ensures_new_objects_too(
+    calls: list[tuple[str, str]],
+) -> None:
+    """Temporal is back after an outage: jobs created during it are ensured now, by a pass run
+    at once (the interval is an hour) that skips the grace."""
+    import asyncio
+
+    store = Store([job("during-outage", created_ago=1)])
+    r = rec.Reconciler(store, Client(), interval=3600)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    task = asyncio.create_task(r.run(stop))
+    try:
+        while r.woken_passes == 0 and not calls:  # the first pass leaves the new job alone
+            r.wake()
+            await asyncio.sleep(0.01)
+        async with asyncio.timeout(10):
+            while not calls:
+                await asyncio.sleep(0.01)
+    finally:
+        stop.set()
+        await task
+    assert calls[0] == ("ensure", "during-outage")
+
+
+async def test_the_temporal_watch_calls_back_when_temporal_answers_again() -> None:
+    from skyshift.workers.temporal_watch import TemporalWatch
+
+    answers = [True, False, False, True, True, False, True]
+
+    class Service:
+        async def check_health(self, **_: Any) -> bool:
+            ok = answers.pop(0)
+            if not ok:
+                raise RuntimeError("Failed client connect: connection refused")
+            return True
+
+    class Healthy:
+        service_client = Service()
+
+    back: list[int] = []
+    watch = TemporalWatch(Healthy(), lambda: back.append(len(answers)))  # type: ignore[arg-type]
+    for _ in range(7):
+        await watch.check()
+    assert back == [3, 0]  # after the 4th and the 7th answer: each return once
+    assert watch.returns == 2
