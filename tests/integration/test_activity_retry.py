@@ -1,0 +1,74 @@
+"""Every activity is idempotent under retry (issue 32).
+
+Temporal retries an activity whose completion it did not record, even when the first attempt
+did everything: a worker killed after the work, a server that died before writing the result.
+For every activity named in ``skyshift.contract.activity_names`` this runs the activity, then
+runs it again with the same input as attempt 2 (and, for those that decide or race other
+writers, after the world moved on: capacity changed, another object was written, time passed)
+and checks that the retry returns the same outcome and changes nothing the first attempt had
+not already done (no second replica, run, step or job, no different decision signalled, no
+status regression). See retry_harness for what is compared.
+
+Real etcd, the real ``local`` cluster adapter, a recording Temporal client (see the harness).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from skyshift.contract import activity_names
+from skyshift.store import ObjectStore
+from tests.integration.retry_cases_control import CONTROL_CASES, CONTROL_MOVES_ON
+from tests.integration.retry_cases_skylet import SKYLET_CASES, SKYLET_MOVES_ON
+from tests.integration.retry_harness import RecordingClient, World, activity_name, check_retry
+
+pytestmark = [pytest.mark.integration]
+
+CASES = {**SKYLET_CASES, **CONTROL_CASES}
+MOVES_ON = SKYLET_MOVES_ON | CONTROL_MOVES_ON
+#: (activity, moved on) pairs known to fail, with the issue that fixes them
+KNOWN: dict[tuple[str, bool], str] = {
+    (activity_names.PLACE_BATCH, True): "issue 32: lead is fixing place_batch",
+}
+
+
+def every_activity_name() -> set[str]:
+    return {v for k, v in vars(activity_names).items() if k.isupper() and isinstance(v, str)}
+
+
+def params() -> list[object]:
+    out: list[object] = []
+    for name in sorted(CASES):
+        for moved in (False, True) if name in MOVES_ON else (False,):
+            marks = []
+            if (name, moved) in KNOWN:
+                marks.append(pytest.mark.xfail(strict=True, reason=KNOWN[(name, moved)]))
+            out.append(pytest.param(name, moved, marks=marks,
+                                    id=f"{name}-{'moved-on' if moved else 'same-world'}"))
+    return out
+
+
+@pytest_asyncio.fixture
+async def world(store: ObjectStore, tmp_path: Path) -> AsyncIterator[World]:
+    w = World(store, RecordingClient(), tmp_path)
+    try:
+        yield w
+    finally:
+        await w.close()
+
+
+def test_every_activity_has_a_retry_case() -> None:
+    """A new activity without a row here fails the suite."""
+    assert set(CASES) == every_activity_name()
+
+
+@pytest.mark.parametrize(("name", "moved"), params())
+async def test_a_retry_repeats_the_first_attempt(world: World, name: str, moved: bool) -> None:
+    prepared = await CASES[name](world)
+    assert activity_name(prepared.fn) == name, "the case runs another activity"
+    assert (prepared.move_on is not None) == (name in MOVES_ON), "MOVES_ON is out of date"
+    await check_retry(world, prepared, moved)
