@@ -252,7 +252,8 @@ class SkyletActivities:
             manager = await self.ctx.connect()
             listing = await manager.replicas()
             self.ctx.record([r for r in listing if r.name not in self.ctx.table])
-            affected = set(self.ctx.live_jobs())
+            affected, found = await self.record_teardown(set(self.ctx.live_jobs()),
+                                                         len(listing))
             uids = sorted({r.job_uid for r in listing})
             for uid in uids:
                 await heartbeating(manager.delete_job(uid))
@@ -263,8 +264,29 @@ class SkyletActivities:
         for namespace, job, uid in sorted(jobs):  # no skylet will count them here again
             await self.write_counts(namespace, job, uid)
         event = ClusterEvent(inp.cluster, "deleted", f"cluster {inp.cluster} was deleted")
-        told = await signal_all(self.client, dict.fromkeys(sorted(affected), event), SIG_CLUSTER)
-        return TeardownResult(told, len(listing), f"deleted {len(listing)} replicas")
+        told = await signal_all(self.client, dict.fromkeys(affected, event), SIG_CLUSTER)
+        return TeardownResult(told, found, f"deleted {found} replicas")
+
+    async def record_teardown(self, jobs: set[str], replicas: int) -> tuple[list[str], int]:
+        """Record in the Cluster's status, before deleting anything, which jobs the teardown
+        takes replicas from (``status.teardown``). A retry whose first attempt deleted them
+        (and forgot them, or ran in a skylet since replaced) finds nothing left to list: it
+        tells and reports from the record instead of telling no one."""
+        record: dict[str, Any] = {}
+
+        def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
+            status = obj.setdefault("status", {})
+            before = status.get("teardown") if isinstance(status.get("teardown"), dict) else {}
+            record.update(jobs=sorted(set(before.get("jobs") or []) | jobs),
+                          replicas=max(int(before.get("replicas") or 0), replicas))
+            if before == record:
+                return None
+            status["teardown"] = dict(record)
+            return obj
+
+        if not await update_status(self.store, "clusters", self.ctx.name, None, mutate):
+            return sorted(jobs), replicas
+        return list(record["jobs"]), int(record["replicas"])
 
     @activity.defn(name=act.REPLICA_OP)
     async def replica_op(self, inp: ReplicaOpInput) -> ReplicaOpResult:

@@ -29,7 +29,7 @@ from skyshift.contract.services import AddressesInput, ApplyServiceInput, Delete
 from skyshift.models.quantity import Resources
 from tests.fixtures.compat import local_config, wait_state
 from tests.integration.retry_harness import Prepared, ServiceManagerFake, World
-from tests.integration.retry_world import NS, add_cluster, add_job, uid
+from tests.integration.retry_world import NS, add_cluster, add_job, mark_deleting, uid
 
 Case = Callable[[World], Awaitable[Prepared]]
 CLUSTER = "c1"
@@ -96,11 +96,22 @@ async def delete_replicas(w: World) -> Prepared:
 
 
 async def teardown_cluster(w: World) -> Prepared:
+    """The Cluster is being deleted with replicas of two jobs on it. Moving on: the skylet
+    process was replaced (a new ClusterContext on the same cluster), so what the first attempt
+    deleted and forgot is known to no one but etcd; the retry must still tell both jobs."""
     acts, _ = skylet(w)
+    await add_cluster(w.store, CLUSTER)
+    await mark_deleting(w.store, "clusters", CLUSTER, None)
     jobs = [await add_job(w.store, n, placement={CLUSTER: 1}) for n in ("ta", "tb")]
     for job in jobs:
         await acts.submit_replicas(submit_input(job))
-    return Prepared(acts.teardown_cluster, TeardownInput(CLUSTER))
+
+    async def new_skylet() -> None:
+        manager = LocalManager(CLUSTER, local_config(w.tmp / "cluster", grace_period=0.5))
+        w.clusters.append(manager)
+        acts.ctx = ClusterContext(CLUSTER, manager)
+
+    return Prepared(acts.teardown_cluster, TeardownInput(CLUSTER), move_on=new_skylet)
 
 
 async def replica_op(w: World) -> Prepared:
@@ -164,7 +175,7 @@ async def probe_tcp(w: World) -> Prepared:
     return Prepared(ProbeActivities().probe_tcp, ProbeInput("127.0.0.1", port, 2.0))
 
 
-SKYLET_MOVES_ON = {act.SUBMIT_REPLICAS, act.DELETE_REPLICAS}
+SKYLET_MOVES_ON = {act.SUBMIT_REPLICAS, act.DELETE_REPLICAS, act.TEARDOWN_CLUSTER}
 SKYLET_CASES: dict[str, Case] = {
     act.SUBMIT_REPLICAS: submit_replicas, act.DELETE_REPLICAS: delete_replicas,
     act.TEARDOWN_CLUSTER: teardown_cluster, act.REPLICA_OP: replica_op,
