@@ -73,11 +73,7 @@ async def submit_replicas(w: World) -> Prepared:
         await acts.submit_replicas(submit_input(other))
         await started(manager, other)
 
-    # the states returned are what the cluster says now (Pending, then Running): a report,
-    # not a decision; the replicas themselves must not be created twice
-    return Prepared(acts.submit_replicas, submit_input(job), move_on=moved,
-                    same=lambda r: [(u.name, u.rank, u.attempt) for u in r.updates],
-                    ignore=("status.replicaStatus", "status.phase", "status.message"))
+    return Prepared(acts.submit_replicas, submit_input(job), move_on=moved)
 
 
 async def delete_replicas(w: World) -> Prepared:
@@ -91,8 +87,7 @@ async def delete_replicas(w: World) -> Prepared:
         await started(manager, other)
 
     inp = DeleteReplicasInput(CLUSTER, uid(job), [spec_of(job).name])
-    return Prepared(acts.delete_replicas, inp, move_on=moved,
-                    ignore=("status.replicaStatus", "status.phase", "status.message"))
+    return Prepared(acts.delete_replicas, inp, move_on=moved)
 
 
 async def teardown_cluster(w: World) -> Prepared:
