@@ -149,9 +149,12 @@ class ScheduleActivities:
         return obj if uid_of(obj) == ref.uid else None
 
     async def _status(self, ref: ScheduleRef, run: tuple[str, str] | None = None,
-                      **fields: Any) -> None:
+                      retaken: bool = False, **fields: Any) -> None:
         """``run``: (scheduled time, name) of a new run: counted, and the last one if it is
-        the newest (runs of a backfill start side by side, in any order)."""
+        the newest (runs of a backfill start side by side, in any order). ``retaken``: the run
+        was created by an earlier attempt, which may have died before counting it: counted
+        only if it is newer than the last one counted (so never twice; a backfilled run
+        retaken after such a crash stays uncounted)."""
         def mutate(obj: Obj) -> Obj | None:
             if uid_of(obj) != ref.uid:
                 return None
@@ -161,9 +164,10 @@ class ScheduleActivities:
             if (obj.get("metadata") or {}).get("deletionTimestamp"):
                 changes.pop("phase", None)
             status.update(changes)
-            if run is not None:
+            last = str(status.get("lastScheduleTime") or "")
+            if run is not None and not (retaken and run[0] <= last):
                 status["runs"] = int(status.get("runs") or 0) + 1
-                if run[0] >= str(status.get("lastScheduleTime") or ""):
+                if run[0] >= last:
                     status["lastScheduleTime"], status["lastRun"] = run
             return obj if repr(status) != before else None
 
@@ -274,7 +278,7 @@ class ScheduleActivities:
         fields: dict[str, Any] = {} if model.spec.suspend else {"nextRunTimes": upcoming}
         if new:
             fields["message"] = ""  # a run started: any "skipped" note is old news
-        await self._status(ref, (inp.scheduled, name) if new else None, **fields)
+        await self._status(ref, (inp.scheduled, name), retaken=not new, **fields)
         return RunRef(kind, name, uid_of(created))
 
     async def _get_run(self, plural: str, name: str, namespace: str) -> Obj | None:
