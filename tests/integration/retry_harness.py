@@ -54,6 +54,8 @@ class _Handle:
         self.client, self.id = client, wf_id
 
     async def signal(self, name: str, payload: Any = None) -> None:
+        if self.client.unavailable:
+            raise RPCError("Temporal is unavailable", RPCStatusCode.UNAVAILABLE, b"")
         if self.id in self.client.gone:
             raise RPCError("workflow not found", RPCStatusCode.NOT_FOUND, b"")
         self.client.sent.append(Sent("signal", self.id, name, payload))
@@ -80,10 +82,12 @@ class RecordingClient:
     """The parts of ``temporalio.client.Client`` the activities use, recording what they send.
 
     ``running``: workflow ids ``list_workflows`` finds; ``gone``: ids whose signals answer
-    NOT_FOUND; ``schedules``: the Temporal Schedules by id (compared as state)."""
+    NOT_FOUND; ``unavailable``: every signal fails as when the server is down; ``schedules``:
+    the Temporal Schedules by id (compared as state)."""
 
     def __init__(self) -> None:
         self.sent: list[Sent] = []
+        self.unavailable = False
         self.running: list[str] = []
         self.gone: set[str] = set()
         self.schedules: dict[str, Schedule] = {}

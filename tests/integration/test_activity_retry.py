@@ -16,15 +16,25 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
+from skyshift.activities.clusters import SignalsFailed
 from skyshift.contract import activity_names
+from skyshift.contract.names import SIG_CLUSTER, job_workflow_id
 from skyshift.store import ObjectStore
+from tests.integration import retry_cases_control, retry_cases_skylet
 from tests.integration.retry_cases_control import CONTROL_CASES, CONTROL_MOVES_ON
 from tests.integration.retry_cases_skylet import SKYLET_CASES, SKYLET_MOVES_ON
-from tests.integration.retry_harness import RecordingClient, World, activity_name, check_retry
+from tests.integration.retry_harness import (
+    RecordingClient,
+    World,
+    activity_name,
+    check_retry,
+    run_attempt,
+)
 
 pytestmark = [pytest.mark.integration]
 
@@ -72,3 +82,45 @@ async def test_a_retry_repeats_the_first_attempt(world: World, name: str, moved:
     assert activity_name(prepared.fn) == name, "the case runs another activity"
     assert (prepared.move_on is not None) == (name in MOVES_ON), "MOVES_ON is out of date"
     await check_retry(world, prepared, moved)
+
+
+# ---- a first attempt that died half way --------------------------------------------------------
+
+async def test_a_teardown_whose_signals_failed_tells_the_jobs_on_retry(world: World) -> None:
+    """The first attempt deleted the replicas and forgot them, then could not tell the jobs
+    (Temporal down); the retry, by a new skylet, tells both from the record in etcd."""
+    prepared = await retry_cases_skylet.teardown_cluster(world)
+    world.client.unavailable = True
+    with pytest.raises(SignalsFailed):
+        await run_attempt(prepared, 1)
+    world.client.unavailable = False
+    assert prepared.move_on is not None
+    await prepared.move_on()  # the skylet was replaced
+    result = await run_attempt(prepared, 2)
+    told = sorted(s.workflow_id for s in world.client.sent if s.name == SIG_CLUSTER)
+    assert told == [job_workflow_id("default", "ta"), job_workflow_id("default", "tb")]
+    assert (result.jobs, result.deleted) == (told, 2)
+    assert await world.clusters[-1].replicas() == []
+
+
+async def test_a_run_created_before_a_crash_is_counted_by_the_retry(
+    world: World, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first attempt created the run and died before writing the schedule's status; the
+    retry takes that run and counts it once (runs 1, lastRun its name)."""
+    prepared = await retry_cases_control.start_run(world)
+    acts: Any = prepared.fn.__self__
+
+    async def crash(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("worker killed")
+
+    monkeypatch.setattr(acts, "_status", crash)
+    with pytest.raises(RuntimeError):
+        await run_attempt(prepared, 1)
+    monkeypatch.undo()
+    ref = await run_attempt(prepared, 2)
+    await run_attempt(prepared, 3)  # and a retry of that one counts nothing more
+    runs = (await world.store.list("jobs", "default")).items
+    assert [r["metadata"]["name"] for r in runs] == [ref.name] == ["sr-20300101-000000"]
+    status = (await world.store.get("schedules", "sr", "default"))["status"]
+    assert (status["runs"], status["lastRun"]) == (1, ref.name)
