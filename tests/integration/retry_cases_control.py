@@ -240,13 +240,19 @@ async def provisioning(w: World) -> tuple[ProvisioningActivities, FileProvisione
 
 
 async def provision_cluster(w: World) -> Prepared:
-    acts, _, cluster = await provisioning(w)
+    """Moving on: aws has no capacity left. The retry adopts the SkyPilot cluster its first
+    attempt brought UP (same deterministic name) instead of launching, or failing, anew."""
+    acts, provisioner, cluster = await provisioning(w)
     sky = sky_name("pc", uid(cluster), 0)
     inp = LaunchInput("pc", uid(cluster), sky, "aws", 1, cpus=2, memory_mb=4096)
     # status.provision.attempts, the progress messages and the ETA say which attempt this is,
     # and so does LaunchResult.attempts (the workflow adds it to its count): honest per attempt.
     # What must not differ: the SkyPilot clusters (one, adopted) and the nodes launched.
-    return Prepared(acts.provision_cluster, inp, same=lambda r: (r.sky_cluster, r.nodes),
+    async def capacity_gone() -> None:
+        provisioner.script(capacity={"aws": -1})
+
+    return Prepared(acts.provision_cluster, inp, move_on=capacity_gone,
+                    same=lambda r: (r.sky_cluster, r.nodes),
                     ignore=("status.message", "status.provision.attempts",
                             "status.provision.message", "status.provision.eta"))
 
@@ -394,7 +400,7 @@ async def stop_run(w: World) -> Prepared:
 #: the cases whose world moves on between the attempts (the others: reads, and writes whose
 #: input names everything they touch, so nothing another writer does changes what they do)
 CONTROL_MOVES_ON = {act.WRITE_JOB_STATUS, act.REMOVE_OBJECT, act.NOTIFY_CLUSTER_JOBS,
-                    act.PLACE_BATCH, act.START_STEP, act.START_RUN}
+                    act.PLACE_BATCH, act.PROVISION_CLUSTER, act.START_STEP, act.START_RUN}
 CONTROL_CASES: dict[str, Case] = {
     act.WRITE_JOB_STATUS: write_job_status, act.READ_JOB: read_job,
     act.REMOVE_OBJECT: remove_object, act.WRITE_CLUSTER_STATUS: write_cluster_status,
