@@ -234,7 +234,8 @@ async def check_retry(world: World, prepared: Prepared, moved: bool) -> None:
     mark = len(world.client.sent)
     second = await run_attempt(prepared, 2)
     after = await observe(world, prepared.ignore)
-    assert prepared.same(second) == prepared.same(first), "the retry decided differently"
+    was, now = prepared.same(first), prepared.same(second)
+    assert now == was, f"the retry decided differently: first {was!r}, retry {now!r}"
     for key in before:
         assert after[key] == before[key], f"the retry changed {key}"
     new = [s for s in world.client.sent[mark:] if s not in sent_first]
