@@ -23,18 +23,21 @@ import pytest_asyncio
 
 from skyshift.activities.clusters import SignalsFailed
 from skyshift.contract import activity_names
+from skyshift.contract.jobs import ReplicaOpInput
 from skyshift.contract.names import SIG_CLUSTER, job_workflow_id
 from skyshift.store import ObjectStore
 from tests.integration import retry_cases_control, retry_cases_skylet
 from tests.integration.retry_cases_control import CONTROL_CASES, CONTROL_MOVES_ON
 from tests.integration.retry_cases_skylet import SKYLET_CASES, SKYLET_MOVES_ON
 from tests.integration.retry_harness import (
+    Prepared,
     RecordingClient,
     World,
     activity_name,
     check_retry,
     run_attempt,
 )
+from tests.integration.retry_world import add_job
 
 pytestmark = [pytest.mark.integration]
 
@@ -124,3 +127,22 @@ async def test_a_run_created_before_a_crash_is_counted_by_the_retry(
     assert [r["metadata"]["name"] for r in runs] == [ref.name] == ["sr-20300101-000000"]
     status = (await world.store.get("schedules", "sr", "default"))["status"]
     assert (status["runs"], status["lastRun"]) == (1, ref.name)
+
+
+async def test_a_retried_exec_runs_its_command_once(world: World) -> None:
+    """An exec's command is not idempotent (here it appends a line): a retry of the same
+    request returns the first attempt's outcome, and the line is there once."""
+    acts, manager = retry_cases_skylet.skylet(world)
+    job = await add_job(world.store, "ex", placement={retry_cases_skylet.CLUSTER: 1})
+    await acts.submit_replicas(retry_cases_skylet.submit_input(job))
+    await retry_cases_skylet.started(manager, job)
+    ran = world.tmp / "ran"
+    command = ["sh", "-c", f"echo ran >> {ran}; wc -l < {ran}"]
+    inp = ReplicaOpInput("exec", [retry_cases_skylet.CLUSTER],
+                         [retry_cases_skylet.spec_of(job).name], command=command)
+    prepared = Prepared(acts.replica_op, inp)
+    first = await run_attempt(prepared, 1)
+    second = await run_attempt(prepared, 2)
+    assert (first.exit_code, first.stdout.strip(), first.error) == (0, "1", "")
+    assert second == first
+    assert ran.read_text() == "ran\n"
