@@ -52,6 +52,7 @@ from skyshift.store import ObjectStore
 
 log = logging.getLogger(__name__)
 SIGNAL_CONCURRENCY = 32
+EXEC_MEMORY = 256  # exec outcomes a skylet keeps per cluster for retries (see exec_once)
 T = TypeVar("T")
 
 
@@ -107,6 +108,9 @@ class ClusterContext:
         # round that saw it (see activities.held_starts)
         self.held: dict[str, int] = {}
         self.rounds = 0  # sync rounds so far (each compares a listing with the table)
+        # exec requests run here (activity id -> its outcome, pending while the command runs):
+        # a retry of one takes its outcome instead of running the command again
+        self.execs: dict[str, asyncio.Future[ReplicaOpResult]] = {}
         self._connected = False
 
     async def connect(self) -> ClusterManager:
@@ -252,7 +256,8 @@ class SkyletActivities:
             manager = await self.ctx.connect()
             listing = await manager.replicas()
             self.ctx.record([r for r in listing if r.name not in self.ctx.table])
-            affected = set(self.ctx.live_jobs())
+            affected, found = await self.record_teardown(set(self.ctx.live_jobs()),
+                                                         len(listing))
             uids = sorted({r.job_uid for r in listing})
             for uid in uids:
                 await heartbeating(manager.delete_job(uid))
@@ -263,8 +268,55 @@ class SkyletActivities:
         for namespace, job, uid in sorted(jobs):  # no skylet will count them here again
             await self.write_counts(namespace, job, uid)
         event = ClusterEvent(inp.cluster, "deleted", f"cluster {inp.cluster} was deleted")
-        told = await signal_all(self.client, dict.fromkeys(sorted(affected), event), SIG_CLUSTER)
-        return TeardownResult(told, len(listing), f"deleted {len(listing)} replicas")
+        told = await signal_all(self.client, dict.fromkeys(affected, event), SIG_CLUSTER)
+        return TeardownResult(told, found, f"deleted {found} replicas")
+
+    async def record_teardown(self, jobs: set[str], replicas: int) -> tuple[list[str], int]:
+        """Record in the Cluster's status, before deleting anything, which jobs the teardown
+        takes replicas from (``status.teardown``). A retry whose first attempt deleted them
+        (and forgot them, or ran in a skylet since replaced) finds nothing left to list: it
+        tells and reports from the record instead of telling no one."""
+        record: dict[str, Any] = {}
+
+        def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
+            status = obj.setdefault("status", {})
+            before = status.get("teardown") if isinstance(status.get("teardown"), dict) else {}
+            record.update(jobs=sorted(set(before.get("jobs") or []) | jobs),
+                          replicas=max(int(before.get("replicas") or 0), replicas))
+            if before == record:
+                return None
+            status["teardown"] = dict(record)
+            return obj
+
+        if not await update_status(self.store, "clusters", self.ctx.name, None, mutate):
+            return sorted(jobs), replicas
+        return list(record["jobs"]), int(record["replicas"])
+
+    async def exec_once(self, manager: ClusterManager, inp: ReplicaOpInput) -> ReplicaOpResult:
+        """Run an exec request's command once. A command is not idempotent (it may append,
+        delete, pay): the request's outcome is recorded before the command starts, so a retry
+        (Temporal lost the completion, or timed the attempt out while it ran) takes that
+        outcome, waiting for it if the command still runs. Only a failure that is an error
+        (nothing ran, or the cluster could not say) lets a retry run it. The record lives in
+        this skylet process: a retry on a replaced skylet cannot know, and runs it again."""
+        info = activity.info()
+        key = f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"
+
+        async def run() -> ReplicaOpResult:
+            res = await manager.exec(inp.names[0], inp.command, inp.timeout)
+            return ReplicaOpResult(exit_code=res.exit_code, stdout=res.stdout, stderr=res.stderr)
+
+        pending = self.ctx.execs.get(key)
+        if pending is None:
+            pending = self.ctx.execs[key] = asyncio.ensure_future(run())
+            while len(self.ctx.execs) > EXEC_MEMORY:
+                self.ctx.execs.pop(next(iter(self.ctx.execs)))
+        try:
+            return await asyncio.shield(pending)
+        except Exception:
+            if pending.done() and self.ctx.execs.get(key) is pending:
+                del self.ctx.execs[key]
+            raise
 
     @activity.defn(name=act.REPLICA_OP)
     async def replica_op(self, inp: ReplicaOpInput) -> ReplicaOpResult:
@@ -273,9 +325,7 @@ class SkyletActivities:
         try:
             manager = await self.ctx.connect()
             if inp.op == "exec":
-                res = await manager.exec(inp.names[0], inp.command, inp.timeout)
-                return ReplicaOpResult(exit_code=res.exit_code, stdout=res.stdout,
-                                       stderr=res.stderr)
+                return await self.exec_once(manager, inp)
             for name in inp.names:
                 with contextlib.suppress(NotFound):
                     out.found[name] = await manager.logs(name, inp.tail)

@@ -149,9 +149,12 @@ class ScheduleActivities:
         return obj if uid_of(obj) == ref.uid else None
 
     async def _status(self, ref: ScheduleRef, run: tuple[str, str] | None = None,
-                      **fields: Any) -> None:
+                      retaken: bool = False, **fields: Any) -> None:
         """``run``: (scheduled time, name) of a new run: counted, and the last one if it is
-        the newest (runs of a backfill start side by side, in any order)."""
+        the newest (runs of a backfill start side by side, in any order). ``retaken``: the run
+        was created by an earlier attempt, which may have died before counting it: counted
+        only if it is newer than the last one counted (so never twice; a backfilled run
+        retaken after such a crash stays uncounted)."""
         def mutate(obj: Obj) -> Obj | None:
             if uid_of(obj) != ref.uid:
                 return None
@@ -161,9 +164,10 @@ class ScheduleActivities:
             if (obj.get("metadata") or {}).get("deletionTimestamp"):
                 changes.pop("phase", None)
             status.update(changes)
-            if run is not None:
+            last = str(status.get("lastScheduleTime") or "")
+            if run is not None and not (retaken and run[0] <= last):
                 status["runs"] = int(status.get("runs") or 0) + 1
-                if run[0] >= str(status.get("lastScheduleTime") or ""):
+                if run[0] >= last:
                     status["lastScheduleTime"], status["lastRun"] = run
             return obj if repr(status) != before else None
 
@@ -236,25 +240,32 @@ class ScheduleActivities:
         # would otherwise all see room under maxActiveRuns.
         lock = self._starting.setdefault(inp.uid, asyncio.Lock())
         async with lock:
-            active = await self._active_runs(inp, uid_of(obj), PLURAL[kind], name)
-            if active >= model.spec.maxActiveRuns:
-                why = (f"run at {inp.scheduled} skipped: {active} runs still going "
-                       f"(maxActiveRuns {model.spec.maxActiveRuns})")
-                await self._status(ScheduleRef(inp.namespace, inp.schedule, inp.uid),
-                                   message=why)
-                return RunRef(message=why)
-            new = True
-            try:
-                created = await spawn.create_and_start(self.store, self.client, manifest)
-            except ValidationError as err:
-                return RunRef(message=f"the schedule's template makes an invalid {kind}: {err}")
-            except AlreadyExists:
-                created = await self.store.get(PLURAL[kind], name, inp.namespace)
+            # The run's object is the record of the decision to start it: a retry whose first
+            # attempt created it takes it, however many runs started since (counting them
+            # again would say "skipped" about a run that is going).
+            created = await self._get_run(PLURAL[kind], name, inp.namespace)
+            new = created is None
+            if created is None:
+                active = await self._active_runs(inp, uid_of(obj), PLURAL[kind], name)
+                if active >= model.spec.maxActiveRuns:
+                    why = (f"run at {inp.scheduled} skipped: {active} runs still going "
+                           f"(maxActiveRuns {model.spec.maxActiveRuns})")
+                    await self._status(ScheduleRef(inp.namespace, inp.schedule, inp.uid),
+                                       message=why)
+                    return RunRef(message=why)
+                try:
+                    created = await spawn.create_and_start(self.store, self.client, manifest)
+                except ValidationError as err:
+                    return RunRef(message=f"the schedule's template makes an invalid {kind}: "
+                                  f"{err}")
+                except AlreadyExists:  # another control worker created it meanwhile
+                    created = await self.store.get(PLURAL[kind], name, inp.namespace)
+                    new = False
+            if not new:
                 if not owned_by(created, uid_of(obj)):
                     return RunRef(message=f"a {kind} named {name} already exists and is not "
                                   "this schedule's")
                 await spawn.start_existing(self.client, created)
-                new = False
         ref = ScheduleRef(inp.namespace, inp.schedule, inp.uid)
         await delete_owned(self.store, self.client, DeleteOwnedInput(
             inp.namespace, inp.uid, SCHEDULE_LABEL, inp.schedule,
@@ -267,8 +278,14 @@ class ScheduleActivities:
         fields: dict[str, Any] = {} if model.spec.suspend else {"nextRunTimes": upcoming}
         if new:
             fields["message"] = ""  # a run started: any "skipped" note is old news
-        await self._status(ref, (inp.scheduled, name) if new else None, **fields)
+        await self._status(ref, (inp.scheduled, name), retaken=not new, **fields)
         return RunRef(kind, name, uid_of(created))
+
+    async def _get_run(self, plural: str, name: str, namespace: str) -> Obj | None:
+        try:
+            return await self.store.get(plural, name, namespace)
+        except NotFound:
+            return None
 
     async def _active_runs(self, inp: StartRunInput, owner: str, plural: str, run: str) -> int:
         """Runs of the schedule that have not finished, this run itself (a retried start)

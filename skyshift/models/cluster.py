@@ -121,6 +121,15 @@ class ClusterQueue(StrictModel):
     jobs: int = 0
 
 
+class TeardownRecord(StrictModel):
+    """What a cluster's teardown decided before deleting anything: the job workflows that had
+    replicas there (told "deleted") and how many replicas it found. A retried teardown, which
+    finds the replicas already gone, reports and tells from this record."""
+
+    jobs: list[str] = Field(default_factory=list)
+    replicas: int = 0
+
+
 class ClusterStatus(StrictModel):
     phase: ClusterPhase = "Init"
     message: str = ""
@@ -135,6 +144,7 @@ class ClusterStatus(StrictModel):
     conditions: list[Condition] = Field(default_factory=list)
     workflowId: str = ""
     provision: ProvisionStatus | None = None  # provisioned clusters: what the lifecycle did
+    teardown: TeardownRecord | None = None  # set while the cluster is deleted
 
 
 class Cluster(SkyObject):

@@ -71,11 +71,12 @@ class FileProvisioner:
             data["calls"].append(["launch", req.cluster, req.infra])
             if msg := data["permanent"].get(req.infra):
                 raise Permanent(msg)
+            old = data["clusters"].get(req.cluster)
             left = data["capacity"].get(req.infra, 0)
-            if left:
+            # as SkyPilot's launch of a cluster that is UP: reused, no new capacity needed
+            if left and not (old is not None and old["state"] == "UP"):
                 data["capacity"][req.infra] = left - 1 if left > 0 else -1
                 raise Capacity(f"no nodes free on {req.infra}")
-            old = data["clusters"].get(req.cluster)
             adopted = old is not None and old["state"] in ("INIT", "UP")
             if old is None or old["state"] == "ABSENT":
                 data["clusters"][req.cluster] = {"state": "INIT", "infra": req.infra,
