@@ -359,7 +359,7 @@ class SubmitOptions:
 
 
 def validate_spec(spec: ReplicaSpec) -> None:
-    if not _NAME.match(spec.name):
+    if not _NAME.fullmatch(spec.name):
         raise Permanent(f"invalid replica name {spec.name!r}: must be a DNS-1123 label")
     if spec.rank < 0 or spec.attempt < 0:
         raise Permanent(f"replica {spec.name}: rank and attempt must be >= 0")
@@ -368,7 +368,7 @@ def validate_spec(spec: ReplicaSpec) -> None:
         if not value or any(c in value for c in ";=\n\"' "):
             raise Permanent(f"replica {spec.name}: invalid {what} {value!r}")
     for key in spec.envs:
-        if not _ENV_NAME.match(str(key)):
+        if not _ENV_NAME.fullmatch(str(key)):
             raise Permanent(f"replica {spec.name}: invalid environment variable name {key!r}")
 
 
@@ -462,7 +462,7 @@ def parse_exports(script: str) -> dict[str, str]:
             except ValueError:
                 return {}
             if isinstance(env, dict):
-                return {str(k): str(v) for k, v in env.items() if _ENV_NAME.match(str(k))}
+                return {str(k): str(v) for k, v in env.items() if _ENV_NAME.fullmatch(str(k))}
     return {}
 
 
@@ -508,7 +508,7 @@ def parse_records(text: str) -> dict[str, Record]:
             continue
         fname = path.rsplit("/", 1)[-1]
         name, _, ext = fname.rpartition(".")
-        if not _NAME.match(name) or ext not in ("job", "exit"):
+        if not _NAME.fullmatch(name) or ext not in ("job", "exit"):
             continue
         rec = records.setdefault(name, Record())
         content = content.strip()

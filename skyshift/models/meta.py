@@ -34,7 +34,7 @@ def validate_name(value: str, what: str = "name") -> str:
         raise ValueError(f"{what} must be a non-empty string")
     if len(value) > 63:
         raise ValueError(f"{what} {value!r} is longer than 63 characters")
-    if not _DNS1123.match(value):
+    if not _DNS1123.fullmatch(value):
         raise ValueError(
             f"{what} {value!r} is not a DNS-1123 label: use lowercase letters, digits and '-', "
             "starting and ending with a letter or digit"
@@ -44,15 +44,15 @@ def validate_name(value: str, what: str = "name") -> str:
 
 def validate_label_key(key: str) -> str:
     prefix, _, name = key.rpartition("/")
-    if not name or len(name) > 63 or not _LABEL_NAME.match(name):
+    if not name or len(name) > 63 or not _LABEL_NAME.fullmatch(name):
         raise ValueError(f"invalid label key {key!r}")
-    if prefix and (len(prefix) > 253 or not _LABEL_PREFIX.match(prefix)):
+    if prefix and (len(prefix) > 253 or not _LABEL_PREFIX.fullmatch(prefix)):
         raise ValueError(f"invalid label key prefix in {key!r}")
     return key
 
 
 def validate_label_value(value: str) -> str:
-    if len(value) > 63 or not _LABEL_NAME.match(value):
+    if len(value) > 63 or not _LABEL_NAME.fullmatch(value):
         raise ValueError(
             f"invalid label value {value!r}: <= 63 of [A-Za-z0-9_.-], alphanumeric at both ends"
         )
