@@ -37,6 +37,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from skyshift.activities import spawn, starter
 from skyshift.activities.pipelines import TERMINAL, delete_owned, owned_by
 from skyshift.activities.store import uid_of, update_status
+from skyshift.activities.trust import check_ref, check_workflow_id, untrusted
 from skyshift.contract import activity_names as act
 from skyshift.contract.names import (
     CONTROL_QUEUE,
@@ -130,6 +131,12 @@ def run_manifest(obj: Obj, model: ScheduleModel, inp: StartRunInput) -> Obj:
     }
 
 
+def check_run_look(inp: ScheduleRunLook) -> None:
+    if inp.kind not in PLURAL:
+        raise ValueError(f"kind {inp.kind[:40]!r} is not Job or Pipeline")
+    check_ref(inp.name, inp.namespace, inp.uid, "run name")
+
+
 class ScheduleActivities:
     def __init__(self, store: ObjectStore, client: Client) -> None:
         self.store = store
@@ -171,6 +178,8 @@ class ScheduleActivities:
 
     @activity.defn(name=act.SYNC_SCHEDULE)
     async def sync_schedule(self, ref: ScheduleRef) -> SyncScheduleResult:
+        with untrusted(act.SYNC_SCHEDULE):
+            check_ref(ref.name, ref.namespace, ref.uid, 'schedule name')
         obj = await self._read(ref)
         if obj is None:
             return SyncScheduleResult(found=False)
@@ -210,6 +219,8 @@ class ScheduleActivities:
     @activity.defn(name=act.DROP_SCHEDULE)
     async def drop_schedule(self, ref: ScheduleRef) -> None:
         """Delete the Temporal Schedule and every run this schedule created."""
+        with untrusted(act.DROP_SCHEDULE):
+            check_ref(ref.name, ref.namespace, ref.uid, 'schedule name')
         try:
             await self.client.get_schedule_handle(
                 schedule_workflow_id(ref.namespace, ref.name)).delete()
@@ -222,6 +233,10 @@ class ScheduleActivities:
 
     @activity.defn(name=act.START_RUN)
     async def start_run(self, inp: StartRunInput) -> RunRef:
+        with untrusted(act.START_RUN):
+            check_ref(inp.schedule, inp.namespace, inp.uid, 'schedule name')
+            check_workflow_id(inp.owner)
+            run_name(inp.schedule, inp.scheduled)  # a time as Temporal writes it
         obj = await self._read(inp)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
             return RunRef(message="the schedule was deleted")
@@ -284,6 +299,8 @@ class ScheduleActivities:
 
     @activity.defn(name=act.READ_RUN)
     async def read_run(self, inp: ScheduleRunLook) -> ReadRunResult:
+        with untrusted(act.READ_RUN):
+            check_run_look(inp)
         try:
             obj = await self.store.get(PLURAL[inp.kind], inp.name, inp.namespace)
         except NotFound:
@@ -300,6 +317,8 @@ class ScheduleActivities:
     async def stop_run(self, inp: ScheduleRunLook) -> None:
         """The run was cancelled (overlap policy CancelOther): delete its Job, or cancel its
         Pipeline (which keeps its record)."""
+        with untrusted(act.STOP_RUN):
+            check_run_look(inp)
         try:
             obj = await self.store.get(PLURAL[inp.kind], inp.name, inp.namespace)
         except NotFound:
