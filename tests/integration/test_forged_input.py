@@ -105,7 +105,8 @@ async def test_forged_service_names_never_reach_haproxy(lifecycle_stack: Lifecyc
 
 
 def _causes(err: BaseException) -> str:
-    out, cur = [], err
+    out: list[str] = []
+    cur: BaseException | None = err
     while cur is not None:
         out.append(f"{type(cur).__name__}:{getattr(cur, 'type', '')}:{cur}")
         cur = cur.__cause__
