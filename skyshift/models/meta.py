@@ -28,6 +28,17 @@ def no_nul(value: str) -> str:
 ArgvStr = Annotated[str, AfterValidator(no_nul)]
 
 
+def no_nul_text(value: str) -> str:
+    """Stored text (annotations): a NUL byte ends a C string in every tool that reads it back
+    (shells, HAProxy, Slurm's comments), so what one would show differs from what is stored."""
+    if "\0" in value:
+        raise ValueError("must not contain a NUL byte")
+    return value
+
+
+TextStr = Annotated[str, AfterValidator(no_nul_text)]
+
+
 def validate_name(value: str, what: str = "name") -> str:
     """DNS-1123 label: lowercase alphanumerics and '-', starting and ending alphanumeric, <= 63."""
     if not isinstance(value, str) or not value:
@@ -86,7 +97,7 @@ class ObjectMeta(StrictModel):
     name: str
     namespace: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[TextStr, TextStr] = Field(default_factory=dict)
     uid: str | None = None
     resourceVersion: str | None = None
     generation: int = 0
