@@ -20,7 +20,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from skyshift.api.deps import WATCH_SCOPE_KEY
 from skyshift.metrics import API_LATENCY, API_REQUESTS
 
-
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE",
                      "CONNECT"})
 

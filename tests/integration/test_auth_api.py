@@ -480,6 +480,49 @@ async def test_audit_records_every_mutation(
     assert len(page["items"]) == 2 and page["metadata"]["continue"]
 
 
+async def test_denied_records_are_bounded_per_user_and_503s_name_the_user(
+    make_secure_api: MakeSecureApi, auth_home: Path
+) -> None:
+    """Issue 26: a user with no rights wrote 3,000 audit records in 4.7 s, and requests refused
+    during an etcd outage were recorded with an empty user."""
+    from skyshift.api.auth.audit import DENIED_PER_MINUTE
+    from skyshift.store.errors import Unavailable
+
+    app = make_secure_api()
+    async with asgi_client(app) as c:
+        admin = bearer(await token_for(c, "admin", admin_password(auth_home)))
+        secret = await invite(c, admin, "reader")
+        assert (await register(c, "nosy", secret)).status_code == 201
+        user = bearer(await token_for(c, "nosy", PASSWORD))
+        for i in range(DENIED_PER_MINUTE + 20):
+            r = await c.delete(f"/default/jobs/x{i}", headers=user)
+            assert r.status_code == 403
+        mine = (await c.get("/audit", params={"user": "nosy", "limit": 500},
+                            headers=admin)).json()["items"]
+        denied = [r for r in mine if r["result"] == "denied"]
+        assert len(denied) == DENIED_PER_MINUTE  # the rest only logged
+        # another user's denied requests have their own budget
+        assert (await c.post("/default/jobs", json=sample("jobs", "ok"), headers=admin)
+                ).status_code == 201
+
+        async def down(name: str) -> None:
+            raise Unavailable("etcd is down")
+
+        auth = app.state.auth
+        auth.directory.invalidate()
+        real, auth.directory.user = auth.directory.user, down
+        try:
+            r = await c.post("/default/jobs", json=sample("jobs", "during"), headers=admin)
+        finally:
+            auth.directory.user = real
+        assert r.status_code == 503, r.text
+        items = (await c.get("/audit", headers=admin)).json()["items"]
+        outage = next(x for x in items if x["code"] == 503)
+        assert outage["user"] == "admin" and outage["path"] == "/default/jobs"
+        assert "token" in outage["details"]["identity"]
+
+
+# --- secrets never leak ----------------------------------------------------------------------
 # --- secrets never leak ----------------------------------------------------------------------
 
 

@@ -176,6 +176,38 @@ def test_anonymous_audit_budget() -> None:
     assert budget.take()
 
 
+async def test_denied_records_past_the_budget_are_counted_in_the_next_one() -> None:
+    from skyshift.api.auth.audit import AuditMiddleware, note
+
+    written: list[dict[str, object]] = []
+
+    async def writer(fields: dict[str, object]) -> None:
+        written.append(fields)
+
+    async def app(scope: dict[str, object], receive: object, send: object) -> None:
+        note(type("R", (), {"scope": scope})(), user=scope["user"])  # type: ignore[arg-type]
+        await send({"type": "http.response.start", "status": 403})  # type: ignore[operator]
+
+    async def send(message: object) -> None:
+        pass
+
+    middleware = AuditMiddleware(app, writer, denied_per_minute=2)  # type: ignore[arg-type]
+    clock = Clock()
+    middleware.denied.clock = clock
+
+    async def deny(user: str) -> None:
+        await middleware({"type": "http", "method": "DELETE", "path": "/x", "user": user},
+                         None, send)  # type: ignore[arg-type]
+
+    for _ in range(5):
+        await deny("nosy")
+    await deny("other")
+    assert [w["user"] for w in written] == ["nosy", "nosy", "other"]
+    clock.now += 61
+    await deny("nosy")
+    assert written[-1]["details"] == {"deniedNotRecorded": 3}
+
+
 def test_client_address_believes_only_trusted_proxies() -> None:
     proxies = parse_proxies("10.0.0.0/8, 192.0.2.1, ::1")
     assert client_address("203.0.113.5", ["1.2.3.4"], proxies) == "203.0.113.5"

@@ -119,6 +119,16 @@ class AuthService:
             raise unauthorized("the token's user no longer exists: log in again (POST /token)")
         return Principal(name=claims.username, uid=claims.uid)
 
+    def token_user(self, token: str | None) -> str | None:
+        """The user a token was signed for, without asking the directory (None: no valid
+        token). Only for the audit record of a request the directory could not answer."""
+        if not token:
+            return None
+        try:
+            return self.tokens.verify(token).username
+        except InvalidToken:
+            return None
+
     # -- what it may do -------------------------------------------------------------------------
 
     async def allowed(
