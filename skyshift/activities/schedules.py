@@ -61,8 +61,9 @@ from skyshift.contract.pipelines import (
     SyncScheduleResult,
     schedule_run_prefix,
 )
+from skyshift.models import rbac
+from skyshift.models.schedule import OWNER_USER_ANNOTATION, parse_duration
 from skyshift.models.schedule import Schedule as ScheduleModel
-from skyshift.models.schedule import parse_duration
 from skyshift.store import NotFound, ObjectStore
 from skyshift.store.errors import AlreadyExists
 
@@ -246,6 +247,10 @@ class ScheduleActivities:
         except (ValidationError, ValueError) as err:  # stored by an older version, say
             return RunRef(message=f"the schedule is invalid: {err}")
         kind, name = manifest["kind"], manifest["metadata"]["name"]
+        if why := await self._owner_problem(obj, model):
+            why = f"run at {inp.scheduled} skipped: {why}"
+            await self._status(ScheduleRef(inp.namespace, inp.schedule, inp.uid), message=why)
+            return RunRef(message=why)
         # From counting the active runs to creating this one, no other run of the schedule
         # starts in this worker: runs due side by side (AllowAll, a backfill, a loaded worker)
         # would otherwise all see room under maxActiveRuns.
@@ -284,6 +289,26 @@ class ScheduleActivities:
             fields["message"] = ""  # a run started: any "skipped" note is old news
         await self._status(ref, (inp.scheduled, name) if new else None, **fields)
         return RunRef(kind, name, uid_of(created))
+
+    async def _owner_problem(self, obj: Obj, model: ScheduleModel) -> str:
+        """Why the schedule's owner may not start this run now ("" : it may). The runs are
+        created with the control plane's rights, so the owner's are checked at every run: a
+        deleted user's schedule, or one whose roles were taken away, stops creating runs. A
+        schedule written without auth has no owner and is not checked."""
+        owner = ((obj.get("metadata") or {}).get("annotations") or {}).get(OWNER_USER_ANNOTATION)
+        if not owner:
+            return ""
+        try:
+            await self.store.get("users", str(owner))
+        except NotFound:
+            return f"its owner {owner} no longer exists"
+        roles = (await self.store.list("roles")).items
+        ns = model.metadata.namespace or "default"
+        wanted = ["jobs"] + (["pipelines"] if model.spec.pipelineTemplate is not None else [])
+        for plural in wanted:
+            if not rbac.allowed(roles, str(owner), "create", plural, ns):
+                return f"its owner {owner} may no longer create {plural} in namespace {ns}"
+        return ""
 
     async def _active_runs(self, inp: StartRunInput, owner: str, plural: str, run: str) -> int:
         """Runs of the schedule that have not finished, this run itself (a retried start)

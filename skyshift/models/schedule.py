@@ -25,6 +25,10 @@ from skyshift.models.pipeline import PipelineSpec, check_step_names
 
 OverlapPolicy = Literal["Skip", "BufferOne", "BufferAll", "CancelOther", "AllowAll"]
 SchedulePhase = Literal["Pending", "Active", "Paused", "Failed", "Deleting"]
+#: the user whose rights a schedule's runs use: set by the API (with auth on) to whoever created
+#: or last replaced the schedule; each run checks that user still exists and may create its
+#: objects, and is skipped otherwise
+OWNER_USER_ANNOTATION = "skyshift.io/schedule-owner"
 #: "-YYYYMMDD-HHMMSS" appended to the schedule's name for each run's object
 RUN_SUFFIX = 16
 _MACROS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import logging
 import stat
 import time
@@ -522,7 +523,31 @@ async def test_denied_records_are_bounded_per_user_and_503s_name_the_user(
         assert "token" in outage["details"]["identity"]
 
 
-# --- secrets never leak ----------------------------------------------------------------------
+async def test_a_schedule_is_owned_by_who_wrote_it(
+    secure_client: httpx.AsyncClient, admin_headers: dict[str, str]
+) -> None:
+    """Its runs are checked against its owner's rights (issue 26): the API sets the owner, a
+    manifest cannot name someone else, and a patch cannot change it."""
+    from skyshift.models.schedule import OWNER_USER_ANNOTATION
+
+    c = secure_client
+    merge = {**admin_headers, "Content-Type": "application/merge-patch+json"}
+    manifest = {"kind": "Schedule", "metadata": {"name": "nightly", "annotations": {
+        OWNER_USER_ANNOTATION: "someone-else"}},
+        "spec": {"interval": "1h", "jobTemplate": {"spec": {"run": "true"}}}}
+    r = await c.post("/default/schedules", json=manifest, headers=admin_headers)
+    assert r.status_code == 201, r.text
+    assert r.json()["metadata"]["annotations"][OWNER_USER_ANNOTATION] == "admin"
+    forged = json.dumps({"metadata": {"annotations": {OWNER_USER_ANNOTATION: "someone-else"}}})
+    r = await c.patch("/default/schedules/nightly", headers=merge, content=forged)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] == f"metadata.annotations.{OWNER_USER_ANNOTATION}"
+    r = await c.patch("/default/schedules/nightly", headers=merge,
+                      content='{"spec":{"interval":"2h"}}')
+    assert r.status_code == 200, r.text
+    assert r.json()["metadata"]["annotations"][OWNER_USER_ANNOTATION] == "admin"
+
+
 # --- secrets never leak ----------------------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from skyshift.api.auth import bootstrap, files, rbac
+from skyshift.api.auth import bootstrap, files
 from skyshift.api.auth.audit import AuditLog
 from skyshift.api.auth.config import AuthConfig
 from skyshift.api.auth.directory import Directory
@@ -22,6 +22,7 @@ from skyshift.api.auth.passwords import Passwords
 from skyshift.api.auth.throttle import LoginThrottle, Throttle
 from skyshift.api.auth.tokens import InvalidToken, IssuedToken, TokenIssuer
 from skyshift.api.errors import ApiError
+from skyshift.models import rbac
 from skyshift.store import ObjectStore, StoreError
 
 log = logging.getLogger(__name__)
