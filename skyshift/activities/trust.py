@@ -28,6 +28,7 @@ from skyshift.contract.pipelines import DeleteOwnedInput
 from skyshift.models.envs import validate_env_name, validate_env_value
 from skyshift.models.image import validate_image
 from skyshift.models.meta import no_nul, validate_labels, validate_name
+from skyshift.models.quantity import parse_accelerators
 from skyshift.models.registry import KINDS
 
 INVALID_INPUT = "InvalidInput"
@@ -143,6 +144,7 @@ def check_replica(spec: ReplicaSpec) -> ReplicaSpec:
     for port in spec.ports:
         check_port(port, f"replica {spec.name}: port")
     check_labels(spec.labels, f"replica {spec.name}: labels")
+    parse_accelerators(spec.resources.accelerators)  # names reach --gres, a node selector
     if spec.restart_policy not in RESTART_POLICIES:
         raise ValueError(f"replica {spec.name}: restart policy {spec.restart_policy!r} is not "
                          f"one of {', '.join(RESTART_POLICIES)}")

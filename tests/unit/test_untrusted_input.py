@@ -54,6 +54,7 @@ from skyshift.contract.services import (
     EndpointsWrite,
     ServiceViewInput,
 )
+from skyshift.models.quantity import Resources
 
 INJECTED = "web\nglobal\n    lua-load /tmp/evil.lua\nfrontend x"
 UID = "3f2c1a7e-0000-4000-8000-000000000001"
@@ -95,6 +96,7 @@ def forged_replicas() -> list[ReplicaSpec]:
         replica(ports=[70000]), replica(labels={"app": "web\nglobal"}),
         replica(envs={"A=B": "x"}), replica(run="echo\0hi"), replica(restart_policy="Sometimes"),
         replica(image="ubuntu\n"), replica(rank=-1),
+        replica(resources=Resources(1, 0, 0, {"a100,gpu:x:9": 1})),
     ]
 
 
@@ -251,3 +253,15 @@ async def test_a_valid_input_still_reaches_the_manager() -> None:
         await ActivityEnvironment().run(lambda: acts.delete_service(
             DeleteServiceInput("local", "ml", "web")))
     assert rec.calls == ["delete_service"]
+
+
+@pytest.mark.parametrize("change", [{"namespace": "ml\r"}, {"job_name": "web\tx"},
+                                    {"job_uid": "u,1"}, {"job_uid": "u\x00"},
+                                    {"resources": Resources(1, 0, 0, {"a100,gpu:x:9": 1})}])
+def test_slurm_refuses_what_would_reach_its_comment_or_gres(change: dict[str, Any]) -> None:
+    """Defense in depth in the adapter: a strict grammar instead of a list of characters."""
+    from skyshift.compat.slurm_parse import validate_spec
+
+    validate_spec(replica())
+    with pytest.raises(Permanent):
+        validate_spec(replica(**change))
