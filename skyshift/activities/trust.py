@@ -41,6 +41,8 @@ _UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
 # a DNS host name (labels of letters, digits and '-') or an IP address checked by ipaddress
 _HOST = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}"
                    r"[A-Za-z0-9])?)*")
+# a workflow id as contract.names makes them: kind/namespace/name, a time of a scheduled run
+_WORKFLOW_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9/._:+-]{0,254}")
 
 
 @contextlib.contextmanager
@@ -112,6 +114,8 @@ def check_address(value: Any, what: str = "address") -> str:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isascii() or not port.isdigit():
         raise ValueError(f"{what} {value[:80]!r} is not host:port")
+    if host.startswith("[") and host.endswith("]"):  # [IPv6]:port
+        host = str(ipaddress.IPv6Address(host[1:-1]))
     check_host(host, what)
     check_port(int(port), what)
     return value
@@ -183,7 +187,7 @@ def check_service(spec: ServiceSpec) -> ServiceSpec:
     check_labels(spec.selector, "service selector")
     for i, port in enumerate(spec.ports):
         check_service_port(port, f"service port {i}")
-    if spec.cluster_ip:
+    if spec.cluster_ip and spec.cluster_ip != "None":  # "None": Kubernetes' headless service
         try:
             ipaddress.ip_address(spec.cluster_ip)
         except ValueError:
@@ -201,9 +205,6 @@ def check_ref(name: Any, namespace: Any = None, uid: Any = "", what: str = "name
         check_namespace(namespace)
     check_uid(uid, "uid", empty=True)
 
-
-# a workflow id as contract.names makes them: kind/namespace/name, a time of a scheduled run
-_WORKFLOW_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9/._:+-]{0,254}")
 
 
 def check_workflow_id(value: Any, what: str = "owner") -> str:

@@ -265,3 +265,15 @@ def test_slurm_refuses_what_would_reach_its_comment_or_gres(change: dict[str, An
     validate_spec(replica())
     with pytest.raises(Permanent):
         validate_spec(replica(**change))
+
+
+def test_real_inputs_pass_the_checks() -> None:
+    """What the lifecycles really send: a headless Kubernetes service, IPv6 and DNS backends,
+    replicas with prefixed labels and an accelerator."""
+    from skyshift.activities.trust import check_replica, check_service
+
+    check_service(service(cluster_ip="None", type="LoadBalancer"))
+    check_service(service(backends={"8080": ["[fd00::1]:8080", "pod-1.ml.svc:8080"]},
+                          remote_backends={"8080": ["10.1.2.3:31000"]}))
+    check_replica(replica(labels={"skyshift.io/team": "ml", "app": "web"}, image="ghcr.io/o/a:1",
+                          resources=Resources(0.5, 512, 1, {"A100": 1}), envs={"X_Y": "1=2"}))
