@@ -155,6 +155,9 @@ def validate_spec(spec: ReplicaSpec) -> None:
         raise Permanent(f"invalid replica name {spec.name!r}: must be a DNS-1123 label")
     if spec.rank < 0 or spec.attempt < 0:
         raise Permanent(f"replica {spec.name}: rank and attempt must be >= 0")
+    for what, value in (("namespace", spec.namespace), ("job name", spec.job_name)):
+        if not _NAME.fullmatch(value):  # in the job's metadata and its environment
+            raise Permanent(f"replica {spec.name}: invalid {what} {value[:80]!r}")
     if not spec.run.strip():
         raise Permanent(f"replica {spec.name}: a Ray job needs a command (run)")
     for key, value in spec.envs.items():
