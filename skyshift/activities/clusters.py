@@ -29,6 +29,14 @@ from temporalio.service import RPCError, RPCStatusCode
 from skyshift.activities.convert import counts_of, merge_counts
 from skyshift.activities.envs import filled, needs_values
 from skyshift.activities.store import update_status
+from skyshift.activities.trust import (
+    check_name,
+    check_names,
+    check_namespace,
+    check_replica,
+    check_uid,
+    untrusted,
+)
 from skyshift.compat.base import ClusterManager
 from skyshift.compat.errors import CompatError, NotFound, Permanent, Transient
 from skyshift.compat.types import ReplicaSpec, ReplicaStatus
@@ -47,6 +55,7 @@ from skyshift.contract.jobs import (
     TeardownResult,
 )
 from skyshift.contract.names import SIG_CLUSTER, job_workflow_id
+from skyshift.models.meta import no_nul
 from skyshift.store import NotFound as StoreNotFound
 from skyshift.store import ObjectStore
 
@@ -201,6 +210,25 @@ async def with_env_values(
     return filled(replicas, envs if isinstance(envs, dict) else {})
 
 
+def check_job_ref(job: JobRef) -> None:
+    check_name(job.name, "job name")
+    check_namespace(job.namespace)
+    check_uid(job.uid, "job uid")
+
+
+def check_replica_op(inp: ReplicaOpInput) -> None:
+    """Names, the op and an exec's argv (no NUL: it cannot be a process argument)."""
+    if inp.op not in ("logs", "exec"):
+        raise ValueError(f"op {inp.op!r} is not logs or exec")
+    check_names(inp.names, "replica name")
+    if inp.op == "exec" and not inp.names:
+        raise ValueError("exec names no replica")
+    for arg in inp.command:
+        no_nul(arg)
+    if inp.tail is not None and (isinstance(inp.tail, bool) or inp.tail < 0):
+        raise ValueError("tail must be a non-negative number of lines")
+
+
 class SkyletActivities:
     """The activities of one cluster's task queue (built by the skylet manager)."""
 
@@ -224,7 +252,12 @@ class SkyletActivities:
     async def submit_replicas(self, inp: SubmitInput) -> SubmitResult:
         """Create the replicas (idempotent by name; a higher attempt replaces the old one) and
         write the job's counts here, moving it to Running once all replicas have started."""
+        with untrusted(act.SUBMIT_REPLICAS):
+            check_job_ref(inp.job)
         replicas = await with_env_values(self.store, inp.job, inp.replicas)
+        with untrusted(act.SUBMIT_REPLICAS):
+            for replica in replicas:
+                check_replica(replica)
         with compat_errors():
             manager = await self.ctx.connect()
             statuses = await heartbeating(manager.submit(replicas))
@@ -234,6 +267,9 @@ class SkyletActivities:
 
     @activity.defn(name=act.DELETE_REPLICAS)
     async def delete_replicas(self, inp: DeleteReplicasInput) -> DeleteReplicasResult:
+        with untrusted(act.DELETE_REPLICAS):
+            check_names(inp.names, "replica name")
+            check_uid(inp.job_uid, "job uid", empty=True)
         with compat_errors():
             manager = await self.ctx.connect()
             if inp.names:
@@ -252,6 +288,8 @@ class SkyletActivities:
     async def teardown_cluster(self, inp: TeardownInput) -> TeardownResult:
         """Cluster deletion: remove every SkyShift replica here, then tell the jobs that had
         unfinished ones so they move elsewhere."""
+        with untrusted(act.TEARDOWN_CLUSTER):
+            check_name(inp.cluster, "cluster")
         with compat_errors():
             manager = await self.ctx.connect()
             listing = await manager.replicas()
@@ -321,6 +359,8 @@ class SkyletActivities:
     @activity.defn(name=act.REPLICA_OP)
     async def replica_op(self, inp: ReplicaOpInput) -> ReplicaOpResult:
         """Logs of the named replicas that live here, or exec in the first one."""
+        with untrusted(act.REPLICA_OP):
+            check_replica_op(inp)
         out = ReplicaOpResult()
         try:
             manager = await self.ctx.connect()

@@ -16,6 +16,7 @@ from typing import Any
 from temporalio import activity
 
 from skyshift.activities.store import uid_of, update_status
+from skyshift.activities.trust import check_host, check_port, check_ref, untrusted
 from skyshift.contract import activity_names as act
 from skyshift.contract.links import LinkRef, LinkStatusPatch, LinkView, ProbeInput, ProbeResult
 from skyshift.models.meta import now_iso
@@ -62,6 +63,8 @@ class LinkActivities:
 
     @activity.defn(name=act.VIEW_LINK)
     async def view_link(self, ref: LinkRef) -> LinkView:
+        with untrusted(act.VIEW_LINK):
+            check_ref(ref.name, None, ref.uid, 'link name')
         link = await self._get("links", ref.name)
         if link is None or uid_of(link) != ref.uid:
             return LinkView(found=False)
@@ -83,6 +86,8 @@ class LinkActivities:
 
     @activity.defn(name=act.WRITE_LINK_STATUS)
     async def write_link_status(self, patch: LinkStatusPatch) -> bool:
+        with untrusted(act.WRITE_LINK_STATUS):
+            check_ref(patch.name, None, patch.uid, 'link name')
         def mutate(obj: Obj) -> Obj | None:
             if uid_of(obj) != patch.uid:
                 return None
@@ -104,4 +109,7 @@ class ProbeActivities:
 
     @activity.defn(name=act.PROBE_TCP)
     async def probe_tcp(self, inp: ProbeInput) -> ProbeResult:
+        with untrusted(act.PROBE_TCP):
+            check_host(inp.address, 'gateway address')
+            check_port(inp.port, 'gateway port')
         return await probe(inp.address, inp.port, inp.timeout)

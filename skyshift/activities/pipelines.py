@@ -17,6 +17,13 @@ from temporalio.client import Client
 from skyshift.activities import spawn
 from skyshift.activities.pipeline_convert import step_job
 from skyshift.activities.store import uid_of, update_status
+from skyshift.activities.trust import (
+    check_name,
+    check_owned,
+    check_ref,
+    check_workflow_id,
+    untrusted,
+)
 from skyshift.contract import activity_names as act
 from skyshift.contract.pipelines import (
     OWNER_UID_ANNOTATION,
@@ -106,6 +113,10 @@ class PipelineActivities:
 
     @activity.defn(name=act.START_STEP)
     async def start_step(self, inp: StartStepInput) -> StartStepResult:
+        with untrusted(act.START_STEP):
+            check_ref(inp.pipeline, inp.namespace, inp.uid, 'pipeline name')
+            check_name(inp.step, 'step')
+            check_workflow_id(inp.owner)
         try:
             pipeline = await self.store.get("pipelines", inp.pipeline, inp.namespace)
         except NotFound:
@@ -132,6 +143,9 @@ class PipelineActivities:
 
     @activity.defn(name=act.READ_STEP_JOBS)
     async def read_step_jobs(self, inp: ReadJobsInput) -> ReadJobsResult:
+        with untrusted(act.READ_STEP_JOBS):
+            for name, uid in inp.jobs.items():
+                check_ref(name, inp.namespace, uid, 'job name')
         out = ReadJobsResult()
         for name, uid in inp.jobs.items():
             try:
@@ -143,10 +157,14 @@ class PipelineActivities:
 
     @activity.defn(name=act.DELETE_OWNED)
     async def delete_owned(self, inp: DeleteOwnedInput) -> int:
+        with untrusted(act.DELETE_OWNED):
+            check_owned(inp)
         return await delete_owned(self.store, self.client, inp)
 
     @activity.defn(name=act.WRITE_PIPELINE_STATUS)
     async def write_pipeline_status(self, patch: PipelineStatusPatch) -> bool:
+        with untrusted(act.WRITE_PIPELINE_STATUS):
+            check_ref(patch.name, patch.namespace, patch.uid, 'pipeline name')
         return await update_status(
             self.store, "pipelines", patch.name, patch.namespace,
             lambda o: apply_pipeline_patch(o, patch),
@@ -154,6 +172,8 @@ class PipelineActivities:
 
     @activity.defn(name=act.READ_PIPELINE)
     async def read_pipeline(self, inp: ReadPipelineInput) -> ReadPipelineResult:
+        with untrusted(act.READ_PIPELINE):
+            check_ref(inp.name, inp.namespace, inp.uid, 'pipeline name')
         try:
             obj = await self.store.get("pipelines", inp.name, inp.namespace)
         except NotFound:

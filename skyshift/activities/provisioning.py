@@ -30,6 +30,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from skyshift.activities.store import uid_of, update_status
+from skyshift.activities.trust import check_names, check_ref, untrusted
 from skyshift.compat.errors import CompatError, Transient
 from skyshift.compat.provision_types import Capacity, Provisioner
 from skyshift.contract import activity_names as act
@@ -42,6 +43,8 @@ from skyshift.contract.provision import (
     expected_seconds,
     launch_request,
 )
+from skyshift.models.cluster_provision import check_infra
+from skyshift.models.quantity import parse_accelerators
 from skyshift.store import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -84,6 +87,17 @@ def _provision_block(obj: Obj) -> dict[str, Any]:
     out: dict[str, Any] = block
     return out
 
+
+
+def check_launch(inp: LaunchInput) -> None:
+    """What a launch puts on SkyPilot's command line and in its task: names, infra, sizes."""
+    check_ref(inp.cluster, None, inp.uid, "cluster")
+    check_names([inp.sky_cluster, *inp.groups], "SkyPilot cluster")
+    check_infra(inp.infra, "infra")
+    parse_accelerators(inp.accelerators)
+    for what, number in (("nodes", inp.nodes), ("cpus", inp.cpus), ("memory", inp.memory_mb)):
+        if isinstance(number, bool) or not isinstance(number, int | float) or number < 0:
+            raise ValueError(f"{what} must be a non-negative number")
 
 class ProvisioningActivities:
     """Built once in the control worker with its store; the provisioner is built on first use
@@ -157,6 +171,8 @@ class ProvisioningActivities:
     @activity.defn(name=act.PROVISION_CLUSTER)
     async def provision_cluster(self, inp: LaunchInput) -> LaunchResult:
         """Launch (or adopt) one SkyPilot cluster of the Cluster; UP when it returns."""
+        with untrusted(act.PROVISION_CLUSTER):
+            check_launch(inp)
         attempt = activity.info().attempt
         total = inp.attempts_before + attempt
         eta = datetime.now(UTC) + timedelta(seconds=expected_seconds(inp.infra))
@@ -200,6 +216,10 @@ class ProvisioningActivities:
     @activity.defn(name=act.UNPROVISION_CLUSTER)
     async def unprovision_cluster(self, inp: DownInput) -> int:
         """Tear down the named SkyPilot clusters (absent ones are fine); returns how many."""
+        with untrusted(act.UNPROVISION_CLUSTER):
+            check_ref(inp.cluster, None, inp.uid, 'cluster')
+            check_names(inp.sky_clusters, 'SkyPilot cluster')
+            check_names(inp.groups, 'SkyPilot cluster')
 
         def starting(obj: Obj) -> None:
             if inp.phase:
@@ -231,6 +251,8 @@ class ProvisioningActivities:
     async def cluster_usage(self, inp: UsageInput) -> UsageResult:
         """Unfinished SkyShift replicas placed on the cluster, and jobs waiting for it to grow
         (from the jobs' status): what decides whether a provisioned cluster is idle."""
+        with untrusted(act.CLUSTER_USAGE):
+            check_ref(inp.cluster, what='cluster')
         count = 0
         for obj in (await self.store.list("jobs")).items:
             status = obj.get("status") or {}

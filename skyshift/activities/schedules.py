@@ -37,6 +37,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from skyshift.activities import spawn, starter
 from skyshift.activities.pipelines import TERMINAL, delete_owned, owned_by
 from skyshift.activities.store import uid_of, update_status
+from skyshift.activities.trust import check_ref, check_workflow_id, untrusted
 from skyshift.contract import activity_names as act
 from skyshift.contract.names import (
     CONTROL_QUEUE,
@@ -60,8 +61,9 @@ from skyshift.contract.pipelines import (
     SyncScheduleResult,
     schedule_run_prefix,
 )
+from skyshift.models import rbac
+from skyshift.models.schedule import OWNER_USER_ANNOTATION, parse_duration
 from skyshift.models.schedule import Schedule as ScheduleModel
-from skyshift.models.schedule import parse_duration
 from skyshift.store import NotFound, ObjectStore
 from skyshift.store.errors import AlreadyExists
 
@@ -130,6 +132,12 @@ def run_manifest(obj: Obj, model: ScheduleModel, inp: StartRunInput) -> Obj:
     }
 
 
+def check_run_look(inp: ScheduleRunLook) -> None:
+    if inp.kind not in PLURAL:
+        raise ValueError(f"kind {inp.kind[:40]!r} is not Job or Pipeline")
+    check_ref(inp.name, inp.namespace, inp.uid, "run name")
+
+
 class ScheduleActivities:
     def __init__(self, store: ObjectStore, client: Client) -> None:
         self.store = store
@@ -175,6 +183,8 @@ class ScheduleActivities:
 
     @activity.defn(name=act.SYNC_SCHEDULE)
     async def sync_schedule(self, ref: ScheduleRef) -> SyncScheduleResult:
+        with untrusted(act.SYNC_SCHEDULE):
+            check_ref(ref.name, ref.namespace, ref.uid, 'schedule name')
         obj = await self._read(ref)
         if obj is None:
             return SyncScheduleResult(found=False)
@@ -214,6 +224,8 @@ class ScheduleActivities:
     @activity.defn(name=act.DROP_SCHEDULE)
     async def drop_schedule(self, ref: ScheduleRef) -> None:
         """Delete the Temporal Schedule and every run this schedule created."""
+        with untrusted(act.DROP_SCHEDULE):
+            check_ref(ref.name, ref.namespace, ref.uid, 'schedule name')
         try:
             await self.client.get_schedule_handle(
                 schedule_workflow_id(ref.namespace, ref.name)).delete()
@@ -226,6 +238,10 @@ class ScheduleActivities:
 
     @activity.defn(name=act.START_RUN)
     async def start_run(self, inp: StartRunInput) -> RunRef:
+        with untrusted(act.START_RUN):
+            check_ref(inp.schedule, inp.namespace, inp.uid, 'schedule name')
+            check_workflow_id(inp.owner)
+            run_name(inp.schedule, inp.scheduled)  # a time as Temporal writes it
         obj = await self._read(inp)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
             return RunRef(message="the schedule was deleted")
@@ -245,6 +261,12 @@ class ScheduleActivities:
             # again would say "skipped" about a run that is going).
             created = await self._get_run(PLURAL[kind], name, inp.namespace)
             new = created is None
+            if created is None and (why := await self._owner_problem(obj, model)):
+                # checked only before creating: a retry takes the run its attempt made
+                why = f"run at {inp.scheduled} skipped: {why}"
+                await self._status(ScheduleRef(inp.namespace, inp.schedule, inp.uid),
+                                   message=why)
+                return RunRef(message=why)
             if created is None:
                 active = await self._active_runs(inp, uid_of(obj), PLURAL[kind], name)
                 if active >= model.spec.maxActiveRuns:
@@ -287,6 +309,26 @@ class ScheduleActivities:
         except NotFound:
             return None
 
+    async def _owner_problem(self, obj: Obj, model: ScheduleModel) -> str:
+        """Why the schedule's owner may not start this run now ("" : it may). The runs are
+        created with the control plane's rights, so the owner's are checked at every run: a
+        deleted user's schedule, or one whose roles were taken away, stops creating runs. A
+        schedule written without auth has no owner and is not checked."""
+        owner = ((obj.get("metadata") or {}).get("annotations") or {}).get(OWNER_USER_ANNOTATION)
+        if not owner:
+            return ""
+        try:
+            await self.store.get("users", str(owner))
+        except NotFound:
+            return f"its owner {owner} no longer exists"
+        roles = (await self.store.list("roles")).items
+        ns = model.metadata.namespace or "default"
+        wanted = ["jobs"] + (["pipelines"] if model.spec.pipelineTemplate is not None else [])
+        for plural in wanted:
+            if not rbac.allowed(roles, str(owner), "create", plural, ns):
+                return f"its owner {owner} may no longer create {plural} in namespace {ns}"
+        return ""
+
     async def _active_runs(self, inp: StartRunInput, owner: str, plural: str, run: str) -> int:
         """Runs of the schedule that have not finished, this run itself (a retried start)
         not counted."""
@@ -301,6 +343,8 @@ class ScheduleActivities:
 
     @activity.defn(name=act.READ_RUN)
     async def read_run(self, inp: ScheduleRunLook) -> ReadRunResult:
+        with untrusted(act.READ_RUN):
+            check_run_look(inp)
         try:
             obj = await self.store.get(PLURAL[inp.kind], inp.name, inp.namespace)
         except NotFound:
@@ -317,6 +361,8 @@ class ScheduleActivities:
     async def stop_run(self, inp: ScheduleRunLook) -> None:
         """The run was cancelled (overlap policy CancelOther): delete its Job, or cancel its
         Pipeline (which keeps its record)."""
+        with untrusted(act.STOP_RUN):
+            check_run_look(inp)
         try:
             obj = await self.store.get(PLURAL[inp.kind], inp.name, inp.namespace)
         except NotFound:

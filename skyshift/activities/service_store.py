@@ -16,6 +16,7 @@ from temporalio import activity
 
 from skyshift.activities.service_convert import parse_service, view_of
 from skyshift.activities.store import uid_of, update_status
+from skyshift.activities.trust import check_address, check_labels, check_ref, untrusted
 from skyshift.contract import activity_names as act
 from skyshift.contract.services import (
     EndpointsWrite,
@@ -77,6 +78,17 @@ def endpoints_spec(w: EndpointsWrite) -> Obj:
     }
 
 
+def check_endpoints(w: EndpointsWrite) -> None:
+    check_ref(w.name, w.namespace, w.service_uid, "service name")
+    check_labels(w.selector, "selector")
+    if w.primary_cluster:
+        check_ref(w.primary_cluster, what="primary cluster")
+    for cluster, addresses in w.addresses.items():
+        check_ref(cluster, what="cluster")
+        for address in addresses:
+            check_address(address, f"addresses[{cluster}]")
+
+
 class ServiceStoreActivities:
     """Built once in the control worker with its store."""
 
@@ -85,6 +97,8 @@ class ServiceStoreActivities:
 
     @activity.defn(name=act.READ_SERVICE)
     async def read_service(self, inp: ReadServiceInput) -> ReadServiceResult:
+        with untrusted(act.READ_SERVICE):
+            check_ref(inp.name, inp.namespace, inp.uid, 'service name')
         try:
             obj = await self.store.get("services", inp.name, inp.namespace)
         except NotFound:
@@ -101,6 +115,9 @@ class ServiceStoreActivities:
     @activity.defn(name=act.SERVICE_VIEW)
     async def service_view(self, inp: ServiceViewInput) -> ServiceView:
         """Where the jobs matching the selector have replicas placed and running."""
+        with untrusted(act.SERVICE_VIEW):
+            check_ref('x', inp.namespace)
+            check_labels(inp.selector, 'selector')
         jobs: list[Obj] = []
         if inp.selector:
             jobs = (await self.store.list("jobs", inp.namespace,
@@ -111,6 +128,8 @@ class ServiceStoreActivities:
 
     @activity.defn(name=act.WRITE_SERVICE_STATUS)
     async def write_service_status(self, patch: ServiceStatusPatch) -> bool:
+        with untrusted(act.WRITE_SERVICE_STATUS):
+            check_ref(patch.name, patch.namespace, patch.uid, 'service name')
         return await update_status(self.store, "services", patch.name, patch.namespace,
                                    lambda o: apply_service_patch(o, patch))
 
@@ -118,6 +137,8 @@ class ServiceStoreActivities:
     async def write_endpoints(self, w: EndpointsWrite) -> bool:
         """Create or update the service's Endpoints (or remove it). An Endpoints object of the
         same name that some user made (not annotated with this service's uid) is left alone."""
+        with untrusted(act.WRITE_ENDPOINTS):
+            check_endpoints(w)
         try:
             current = await self.store.get("endpoints", w.name, w.namespace)
         except NotFound:

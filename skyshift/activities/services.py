@@ -17,6 +17,14 @@ from __future__ import annotations
 from temporalio import activity
 
 from skyshift.activities.clusters import ClusterContext, compat_errors, heartbeating
+from skyshift.activities.trust import (
+    check_name,
+    check_namespace,
+    check_port,
+    check_service,
+    check_uid,
+    untrusted,
+)
 from skyshift.compat import services
 from skyshift.contract import activity_names as act
 from skyshift.contract.services import (
@@ -36,6 +44,8 @@ class ServiceActivities:
 
     @activity.defn(name=act.APPLY_SERVICE)
     async def apply_service(self, inp: ApplyServiceInput) -> ApplyServiceResult:
+        with untrusted(act.APPLY_SERVICE):
+            check_service(inp.spec)
         with compat_errors():
             status = await heartbeating(services.apply_service(self.ctx.manager, inp.spec))
         return ApplyServiceResult.of(status)
@@ -44,6 +54,11 @@ class ServiceActivities:
     async def replica_addresses(self, inp: AddressesInput) -> AddressesResult:
         """Where the running replicas of these jobs serve each port on this cluster (nothing
         for a manager that cannot say)."""
+        with untrusted(act.REPLICA_ADDRESSES):
+            for uid in inp.job_uids:
+                check_uid(uid, "job uid")
+            for port in inp.ports:
+                check_port(port)
         with compat_errors():
             out = AddressesResult()
             for port in inp.ports:
@@ -54,6 +69,9 @@ class ServiceActivities:
 
     @activity.defn(name=act.DELETE_SERVICE)
     async def delete_service(self, inp: DeleteServiceInput) -> None:
+        with untrusted(act.DELETE_SERVICE):
+            check_name(inp.name, "service name")
+            check_namespace(inp.namespace)
         with compat_errors():
             await heartbeating(
                 services.delete_service(self.ctx.manager, inp.namespace, inp.name))

@@ -21,6 +21,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift.activities.convert import parse_job
+from skyshift.activities.trust import check_plural, check_ref, untrusted
 from skyshift.contract import activity_names as act
 from skyshift.contract.jobs import (
     ClusterJobsInput,
@@ -91,12 +92,16 @@ class StoreActivities:
 
     @activity.defn(name=act.WRITE_JOB_STATUS)
     async def write_job_status(self, patch: JobStatusPatch) -> bool:
+        with untrusted(act.WRITE_JOB_STATUS):
+            check_ref(patch.name, patch.namespace, patch.uid, 'job name')
         return await update_status(
             self.store, "jobs", patch.name, patch.namespace, lambda o: apply_job_patch(o, patch)
         )
 
     @activity.defn(name=act.READ_JOB)
     async def read_job(self, inp: ReadJobInput) -> ReadJobResult:
+        with untrusted(act.READ_JOB):
+            check_ref(inp.name, inp.namespace, inp.uid, 'job name')
         try:
             obj = await self.store.get("jobs", inp.name, inp.namespace)
         except NotFound:
@@ -116,6 +121,9 @@ class StoreActivities:
     @activity.defn(name=act.REMOVE_OBJECT)
     async def remove_object(self, inp: RemoveObjectInput) -> bool:
         """Finalizer done: delete the object, only if it is still the one with ``uid``."""
+        with untrusted(act.REMOVE_OBJECT):
+            check_plural(inp.plural)
+            check_ref(inp.name, inp.namespace, inp.uid)
         try:
             obj = await self.store.get(inp.plural, inp.name, inp.namespace)
         except NotFound:
@@ -133,6 +141,8 @@ class StoreActivities:
 
     @activity.defn(name=act.WRITE_CLUSTER_STATUS)
     async def write_cluster_status(self, patch: ClusterStatusPatch) -> bool:
+        with untrusted(act.WRITE_CLUSTER_STATUS):
+            check_ref(patch.name, None, patch.uid, 'cluster')
         def mutate(obj: Obj) -> Obj | None:
             if patch.uid and uid_of(obj) != patch.uid:
                 return None
@@ -148,6 +158,8 @@ class StoreActivities:
     async def notify_cluster_jobs(self, inp: ClusterJobsInput) -> int:
         """Tell every running job workflow on ``cluster`` (found through the SkyShiftCluster
         search attribute) about ``event``: the fallback when the cluster's skylet cannot."""
+        with untrusted(act.NOTIFY_CLUSTER_JOBS):
+            check_ref(inp.cluster, what='cluster')  # it is quoted in a query
         query = (
             f"SkyShiftKind = 'Job' AND SkyShiftCluster = '{inp.cluster}' "
             "AND ExecutionStatus = 'Running'"

@@ -24,12 +24,13 @@ from fastapi import Depends, Request
 from fastapi.security import OAuth2PasswordBearer
 
 from skyshift.api.auth.audit import note
-from skyshift.api.auth.rbac import ALL_NAMESPACES
 from skyshift.api.auth.service import ANONYMOUS_ADMIN, AuthService, Principal
 from skyshift.api.errors import ApiError
 from skyshift.api.lifecycle import Lifecycle
+from skyshift.models.rbac import ALL_NAMESPACES
 from skyshift.models.registry import KindInfo
-from skyshift.store import ObjectStore
+from skyshift.models.schedule import OWNER_USER_ANNOTATION
+from skyshift.store import ObjectStore, StoreError
 
 __all__ = [
     "ANONYMOUS_ADMIN",
@@ -58,7 +59,13 @@ async def current_user(request: Request, token: str | None = Depends(bearer)) ->
     auth = get_auth(request)
     if auth is None:
         return ANONYMOUS_ADMIN
-    user = await auth.authenticate(token)
+    try:
+        user = await auth.authenticate(token)
+    except StoreError:
+        # etcd is down (503): the record still names who asked, by the token's signature alone
+        if (claimed := auth.token_user(token)) is not None:
+            note(request, user=claimed, details={"identity": "token only (user store unavailable)"})
+        raise
     note(request, user=user.name)
     request.state.principal = user
     return user
@@ -107,6 +114,29 @@ async def check_role_replace(request: Request, current: dict[str, Any]) -> None:
     who = getattr(request.state, "principal", None)
     if auth is not None and isinstance(who, Principal):
         await auth.check_role_replace(who, current)
+
+
+def stamp_owner(request: Request, obj: dict[str, Any], current: dict[str, Any] | None) -> None:
+    """A Schedule's runs act for its owner (``OWNER_USER_ANNOTATION``): a create or replace
+    makes the caller the owner; a patch (``current``: the stored schedule) keeps the owner and
+    may not change it. Without auth there is nobody to check later: nothing is stamped."""
+    who = getattr(request.state, "principal", None)
+    if not isinstance(who, Principal) or who.unrestricted or get_auth(request) is None:
+        return
+    meta = obj.setdefault("metadata", {})
+    if not isinstance(meta, dict):
+        return  # the model refuses it later, naming the field
+    notes = meta.setdefault("annotations", {})
+    if not isinstance(notes, dict):
+        return
+    if current is None:
+        notes[OWNER_USER_ANNOTATION] = who.name
+        return
+    stored = ((current.get("metadata") or {}).get("annotations") or {}).get(OWNER_USER_ANNOTATION)
+    if notes.get(OWNER_USER_ANNOTATION) != stored:
+        field = f"metadata.annotations.{OWNER_USER_ANNOTATION}"
+        raise ApiError(422, f"{field} is set by the API: replace the schedule to own it",
+                       field=field)
 
 
 async def check_spawns(request: Request, kind: str, obj: dict[str, Any]) -> None:

@@ -3,7 +3,9 @@
 A pure ASGI middleware: it labels each request with the *route template* the router matched
 (``/{namespace}/jobs/{name}``), never the raw path, so the number of series stays bounded
 whatever URLs clients send; unmatched paths count as ``unmatched``. Watches are counted but left
-out of the latency histogram (a watch lasts as long as the client wants). The figures are served
+out of the latency histogram (a watch lasts as long as the client wants). The method label is
+bounded the same way: a method outside HTTP's standard ones counts as ``OTHER`` (issue 26: 20,000
+requests with random methods grew the series, and the memory, without bound). The figures are served
 like the workers' (``SKYSHIFT_METRICS_ADDRESS``, a separate listener: Prometheus scrapes it
 without an API token), see :mod:`skyshift.workers.metrics_http`.
 """
@@ -17,6 +19,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from skyshift.api.deps import WATCH_SCOPE_KEY
 from skyshift.metrics import API_LATENCY, API_REQUESTS
+
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE",
+                     "CONNECT"})
+
+
+def method_label(scope: Scope) -> str:
+    """The request's method when it is a standard one, ``OTHER`` otherwise."""
+    method = scope.get("method", "GET")
+    return method if method in METHODS else "OTHER"
 
 
 def _route(scope: Scope) -> str:
@@ -49,7 +60,7 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, sending)
         finally:
-            method, route = scope.get("method", "GET"), _route(scope)
+            method, route = method_label(scope), _route(scope)
             API_REQUESTS.labels(method=method, route=route, code=str(status["code"])).inc()
             if not _is_watch(scope):
                 API_LATENCY.labels(method=method, route=route).observe(

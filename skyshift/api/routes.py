@@ -30,6 +30,7 @@ from skyshift.api.deps import (
     get_lifecycle,
     get_options,
     get_store,
+    stamp_owner,
 )
 from skyshift.api.lifecycle import Lifecycle
 from skyshift.api.watch import MAX_WATCH_TIMEOUT, NDJSON, watch_response
@@ -187,14 +188,18 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
     def ns_of(namespace: str | None) -> str | None:
         return namespace if info.namespaced else None
 
-    async def guard(request: Request, obj: dict[str, Any], creating: bool = False) -> None:
+    async def guard(request: Request, obj: dict[str, Any], creating: bool = False,
+                    current: dict[str, Any] | None = None) -> None:
         """``creating``: a new object (or apply); a Pipeline's steps never change afterwards,
-        so only a Schedule's later writes can make it create something else."""
+        so only a Schedule's later writes can make it create something else. ``current``: the
+        stored object a patch applies to (a Schedule's owner stays)."""
         if kind == "Role":  # nobody writes a role granting more than they hold
             await check_role_grants(request, obj)
         elif kind == "Schedule" or (kind in SPAWNING and creating):
             await check_spawns(request, kind, obj)  # nor makes a lifecycle create what they
             # may not create themselves
+        if kind == "Schedule":
+            stamp_owner(request, obj, current)
 
     async def guard_stored(request: Request, current: dict[str, Any]) -> str:
         """A stored Role is replaced or deleted only by someone holding all it grants; returns
@@ -294,7 +299,8 @@ def kind_router(info: KindInfo) -> tuple[APIRouter, APIRouter]:
             await guard(request, await handlers.patched_copy(current, patch_kind, doc, limits))
         elif kind == "Schedule":
             current = await handlers.get_object(get_store(request), info, name, ns_of(namespace))
-            await guard(request, await handlers.patched_copy(current, patch_kind, doc, limits))
+            await guard(request, await handlers.patched_copy(current, patch_kind, doc, limits),
+                        current=current)
         obj = await handlers.patch(
             get_store(request),
             get_lifecycle(request),

@@ -75,7 +75,7 @@ def gb_default(value: str | None) -> str | None:
     """A cluster size given as a bare number means GB (as in the original CLI)."""
     if value is None or value == "":
         return None
-    return f"{value.strip()}G" if _PLAIN_NUMBER.match(value) else value
+    return f"{value.strip()}G" if _PLAIN_NUMBER.fullmatch(value) else value
 
 
 def job_manifest(

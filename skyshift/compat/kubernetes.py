@@ -125,7 +125,7 @@ class KubernetesManager(KubeServices):
 
     async def submit(self, replicas: list[ReplicaSpec]) -> list[ReplicaStatus]:
         for spec in replicas:
-            if not _NAME.match(spec.name):
+            if not _NAME.fullmatch(spec.name):
                 raise Permanent(f"invalid replica name {spec.name!r}: must be a DNS-1123 label")
             if spec.rank < 0 or spec.attempt < 0:
                 raise Permanent(f"replica {spec.name}: rank and attempt must be >= 0")
@@ -138,7 +138,7 @@ class KubernetesManager(KubeServices):
         return await self._call(self._list_replicas)
 
     async def delete(self, names: list[str]) -> None:
-        await self._call(self._delete, [n for n in names if _NAME.match(n)])
+        await self._call(self._delete, [n for n in names if _NAME.fullmatch(n)])
 
     async def delete_job(self, job_uid: str) -> list[str]:
         if not re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", job_uid):
@@ -434,7 +434,7 @@ class KubernetesManager(KubeServices):
     def _find_pod(self, name: str) -> dict[str, Any]:
         """The pod behind a replica: the bare pod, or the best pod of its Deployment."""
         hidden = self._cache.hidden() if self._cache is not None else set()
-        if _NAME.match(name) and name not in hidden:
+        if _NAME.fullmatch(name) and name not in hidden:
             query = {"labelSelector": f"{ko.MANAGED_SELECTOR},{ko.REPLICA}={name}"}
             pods = self.api.request("GET", self._pods, query, what=f"find pod of {name}")["items"]
             pods = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]

@@ -58,7 +58,7 @@ def parse_quantity(value: object) -> float:
     """A Kubernetes quantity (``"500m"``, ``"16Gi"``, ``"1e3"``, ``4``) as a plain number."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
-    m = _QUANTITY.match(str(value).strip())
+    m = _QUANTITY.fullmatch(str(value).strip())
     if not m or (m.group(3) or "") not in _SUFFIX:
         raise ValueError(f"invalid Kubernetes quantity {value!r}")
     number = float(m.group(1))

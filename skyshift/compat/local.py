@@ -266,10 +266,15 @@ class LocalManager:
             yield
 
     def _validate(self, spec: ReplicaSpec) -> None:
-        if not _NAME.match(spec.name):
+        if not _NAME.fullmatch(spec.name):
             raise Permanent(f"invalid replica name {spec.name!r}: must be a DNS-1123 label")
         if spec.rank < 0 or spec.attempt < 0:
             raise Permanent(f"replica {spec.name}: rank and attempt must be >= 0")
+        for what, value in (("namespace", spec.namespace), ("job name", spec.job_name)):
+            if not _NAME.fullmatch(value):  # both are in the replica's files and environment
+                raise Permanent(f"replica {spec.name}: invalid {what} {value[:80]!r}")
+        if not all(1 <= p <= 65535 for p in spec.ports):
+            raise Permanent(f"replica {spec.name}: a port is out of range 1-65535")
         for key, value in spec.envs.items():
             if not key or "=" in key or "\0" in key or "\0" in str(value):
                 raise Permanent(f"replica {spec.name}: invalid environment variable {key!r}")
@@ -334,7 +339,7 @@ class LocalManager:
         return sorted(f"{host}:{r.ports[port]}" for r in reps if port in r.ports)
 
     def _get(self, name: str) -> _Replica:
-        rep = load_replica(self._replicas / name) if _NAME.match(name) else None
+        rep = load_replica(self._replicas / name) if _NAME.fullmatch(name) else None
         if rep is None:
             raise NotFound(f"replica {name} not found on cluster {self.name}")
         return rep

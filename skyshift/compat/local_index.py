@@ -191,7 +191,7 @@ class Journal:
         self._token, self._ino, self._offset = token, st.st_ino, start + end
         if not same:
             return None
-        return [n for n in data[:end].decode(errors="replace").split() if NAME.match(n)]
+        return [n for n in data[:end].decode(errors="replace").split() if NAME.fullmatch(n)]
 
 
 @dataclass(frozen=True)

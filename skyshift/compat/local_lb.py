@@ -21,8 +21,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import ipaddress
 import json
+import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -34,10 +37,18 @@ from typing import Any
 
 from skyshift.compat.errors import Permanent, Transient, Unsupported
 from skyshift.compat.types import ServicePort, ServiceSpec, ServiceStatus
+from skyshift.models.meta import validate_name
 
+log = logging.getLogger(__name__)
 MAX_BACKENDS = 64
 HAPROXY = "haproxy"
 _LOOPBACK_NET = "127.77"
+# what may reach haproxy.cfg and the runtime API: "<namespace>.<name>" of two DNS-1123 labels,
+# IPv4 addresses, host names and decimal ports. Nothing else is written, whatever the caller
+# checked (defense in depth: a newline or a ';' would start a directive or a command)
+_DNS1123 = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+_KEY = re.compile(rf"{_DNS1123}\.{_DNS1123}")
+_HOST = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?")
 
 
 def haproxy_binary() -> str:
@@ -65,6 +76,7 @@ class LocalBalancer:
     # ---- the two operations (blocking: call them in a thread) ------------------------------
 
     def apply(self, spec: ServiceSpec) -> ServiceStatus:
+        check_spec(spec)
         binary = haproxy_binary()
         if not spec.ports:
             raise Permanent(f"service {spec.name} has no ports")
@@ -108,6 +120,8 @@ class LocalBalancer:
         )
 
     def delete(self, namespace: str, name: str) -> None:
+        if not _KEY.fullmatch(_key(namespace, name)):
+            raise Permanent(f"service {_key(namespace, name)[:80]!r}: not a namespace and name")
         if not self.dir.exists():
             return
         with self._locked():
@@ -191,6 +205,10 @@ class LocalBalancer:
         ]
         for key in sorted(services):
             entry = services[key]
+            if (why := entry_problem(key, entry)) is not None:
+                log.warning("cluster %s: service %r left out of HAProxy's configuration: %s",
+                            self.cluster, key[:80], why)
+                continue
             targets: set[int] = set()
             for p in entry["ports"]:
                 lines += [f"frontend f_{key}_{p['port']}", f"    bind {entry['ip']}:{p['port']}",
@@ -241,6 +259,8 @@ class LocalBalancer:
         raise Transient(f"cluster {self.cluster}: HAProxy's runtime socket did not appear")
 
     def _set_servers(self, key: str, entry: dict[str, Any]) -> None:
+        if entry_problem(key, entry) is not None:
+            return  # left out of the configuration (see _write_config): no backend to set
         commands: list[str] = []
         for target in sorted({int(p["target"]) for p in entry["ports"]}):
             backend = self._names(key, target)
@@ -248,7 +268,7 @@ class LocalBalancer:
             for slot in range(1, MAX_BACKENDS + 1):
                 server = f"{backend}/s{slot}"
                 if slot <= len(addresses):
-                    host, _, port = addresses[slot - 1].rpartition(":")
+                    host, port = split_address(addresses[slot - 1])
                     commands += [f"set server {server} addr {host} port {port}",
                                  f"set server {server} state ready"]
                 else:
@@ -272,6 +292,56 @@ class LocalBalancer:
         if bad:
             raise Transient(f"cluster {self.cluster}: HAProxy runtime API said: {bad[0]}")
         return text
+
+
+def _port_ok(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and 1 <= value <= 65535
+
+
+def split_address(address: object) -> tuple[str, int]:
+    """``host:port`` of a replica, checked: an IP address or a host name, and a port."""
+    host, sep, port = str(address).rpartition(":")
+    ok = sep and port.isascii() and port.isdigit() and _port_ok(int(port))
+    if ok and not _HOST.fullmatch(host):
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            ok = False
+    if not ok:
+        raise Permanent(f"backend address {str(address)[:80]!r} is not host:port")
+    return host, int(port)
+
+
+def check_spec(spec: ServiceSpec) -> None:
+    """Permanent unless every part of ``spec`` that reaches HAProxy is in its strict grammar."""
+    try:
+        validate_name(spec.name, "service name")
+        validate_name(spec.namespace, "namespace")
+    except ValueError as exc:
+        raise Permanent(str(exc)) from None
+    for p in spec.ports:
+        if not _port_ok(p.port) or not (p.target_port == 0 or _port_ok(p.target_port)):
+            raise Permanent(f"service {spec.name}: port {p.port!r}/{p.target_port!r} is not "
+                            "in 1-65535")
+    for target, addresses in (spec.backends or {}).items():
+        if not (str(target).isascii() and str(target).isdigit() and _port_ok(int(target))):
+            raise Permanent(f"service {spec.name}: backend port {str(target)[:20]!r}")
+        for address in addresses:
+            split_address(address)
+
+
+def entry_problem(key: str, entry: dict[str, Any]) -> str | None:
+    """Why a stored service cannot be written into haproxy.cfg as it is (None: it can)."""
+    if not _KEY.fullmatch(key):
+        return "not <namespace>.<name>"
+    try:
+        ipaddress.IPv4Address(str(entry.get("ip")))
+    except ValueError:
+        return f"address {str(entry.get('ip'))[:40]!r} is not an IPv4 address"
+    ports = entry.get("ports") or []
+    if not all(_port_ok(p.get("port")) and _port_ok(p.get("target")) for p in ports):
+        return "a port is not in 1-65535"
+    return None
 
 
 def _last(text: str) -> str:

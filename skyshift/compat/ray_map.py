@@ -151,14 +151,17 @@ def current(jobs: list[dict[str, Any]]) -> dict[str, tuple[RayMeta, ReplicaStatu
 
 def validate_spec(spec: ReplicaSpec) -> None:
     """A replica Ray can take: its name is the submission id, its env names are env names."""
-    if not _NAME.match(spec.name):
+    if not _NAME.fullmatch(spec.name):
         raise Permanent(f"invalid replica name {spec.name!r}: must be a DNS-1123 label")
     if spec.rank < 0 or spec.attempt < 0:
         raise Permanent(f"replica {spec.name}: rank and attempt must be >= 0")
+    for what, value in (("namespace", spec.namespace), ("job name", spec.job_name)):
+        if not _NAME.fullmatch(value):  # in the job's metadata and its environment
+            raise Permanent(f"replica {spec.name}: invalid {what} {value[:80]!r}")
     if not spec.run.strip():
         raise Permanent(f"replica {spec.name}: a Ray job needs a command (run)")
     for key, value in spec.envs.items():
-        if not _ENV_NAME.match(str(key)) or "\0" in str(value):
+        if not _ENV_NAME.fullmatch(str(key)) or "\0" in str(value):
             raise Permanent(f"replica {spec.name}: invalid environment variable {key!r}")
 
 

@@ -47,6 +47,8 @@ _FINAL = {
 }
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
+_ACCELERATOR = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 
 
 # ---- jobs -----------------------------------------------------------------------------------
@@ -359,16 +361,21 @@ class SubmitOptions:
 
 
 def validate_spec(spec: ReplicaSpec) -> None:
-    if not _NAME.match(spec.name):
+    if not _NAME.fullmatch(spec.name):
         raise Permanent(f"invalid replica name {spec.name!r}: must be a DNS-1123 label")
     if spec.rank < 0 or spec.attempt < 0:
         raise Permanent(f"replica {spec.name}: rank and attempt must be >= 0")
-    for what, value in (("job uid", spec.job_uid), ("namespace", spec.namespace),
-                        ("job name", spec.job_name)):
-        if not value or any(c in value for c in ";=\n\"' "):
-            raise Permanent(f"replica {spec.name}: invalid {what} {value!r}")
+    # all three go into --comment and the script's environment: a strict grammar, not a list
+    # of characters to refuse (a '\r', a tab or a ',' slipped past the list)
+    for what, value, grammar in (("job uid", spec.job_uid, _UID), ("namespace", spec.namespace,
+                                 _NAME), ("job name", spec.job_name, _NAME)):
+        if not grammar.fullmatch(value):
+            raise Permanent(f"replica {spec.name}: invalid {what} {value[:80]!r}")
+    for kind in spec.resources.accelerators:  # they go into --gres
+        if not _ACCELERATOR.fullmatch(str(kind)):
+            raise Permanent(f"replica {spec.name}: invalid accelerator {str(kind)[:40]!r}")
     for key in spec.envs:
-        if not _ENV_NAME.match(str(key)):
+        if not _ENV_NAME.fullmatch(str(key)):
             raise Permanent(f"replica {spec.name}: invalid environment variable name {key!r}")
 
 
@@ -462,7 +469,7 @@ def parse_exports(script: str) -> dict[str, str]:
             except ValueError:
                 return {}
             if isinstance(env, dict):
-                return {str(k): str(v) for k, v in env.items() if _ENV_NAME.match(str(k))}
+                return {str(k): str(v) for k, v in env.items() if _ENV_NAME.fullmatch(str(k))}
     return {}
 
 
@@ -508,7 +515,7 @@ def parse_records(text: str) -> dict[str, Record]:
             continue
         fname = path.rsplit("/", 1)[-1]
         name, _, ext = fname.rpartition(".")
-        if not _NAME.match(name) or ext not in ("job", "exit"):
+        if not _NAME.fullmatch(name) or ext not in ("job", "exit"):
             continue
         rec = records.setdefault(name, Record())
         content = content.strip()

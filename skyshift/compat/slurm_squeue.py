@@ -81,7 +81,7 @@ def parse_tres(text: str) -> tuple[Resources, int]:
         value = value.strip()
         if key == "cpu" and value.isdigit():
             cpus = float(value)
-        elif key == "mem" and (m := _MEM.match(value.upper())):
+        elif key == "mem" and (m := _MEM.fullmatch(value.upper())):
             memory = float(m.group(1)) * _MB[m.group(2)]
         elif key == "node" and value.isdigit():
             nodes = max(1, int(value))

@@ -27,7 +27,7 @@ INFRA_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}(/[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}
 
 def check_infra(value: object, field: str) -> str:
     """An infra name as SkyPilot writes it, or a ValueError naming ``field``."""
-    if not isinstance(value, str) or not INFRA_RE.match(value):
+    if not isinstance(value, str) or not INFRA_RE.fullmatch(value):
         raise ValueError(f"{field}: {str(value)[:80]!r} is not an infra like slurm/<cluster>, "
                          f"kubernetes/<context> or aws/us-east-1")
     return value

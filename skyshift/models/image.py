@@ -34,7 +34,7 @@ def image_problem(image: str) -> str | None:
     """Why ``image`` is not a valid reference, or None when it is."""
     if image != image.strip() or any(c.isspace() for c in image):
         return "must not contain whitespace"
-    match = _REFERENCE.match(image)
+    match = _REFERENCE.fullmatch(image)
     if match is None:
         hint = ""
         path = image.split("@", 1)[0]

@@ -24,6 +24,10 @@ RestartPolicy = Literal["Always", "OnFailure", "Never"]
 
 
 MAX_CPUS = 1_000_000  # per replica: far above any node, low enough to print in a reason
+#: the least CPU a replica is counted for (100m, what kube-scheduler assumes for a pod that
+#: requests none): every replica is a process that uses some, and a request of 0 was never
+#: counted against a cluster (issue 26: 50 replicas of ``cpus: 0`` placed on a 2-CPU cluster)
+MIN_CPUS = 0.1
 MAX_MEMORY_MB = 1_000_000_000  # a petabyte
 MAX_DEVICES = 100_000  # gpus or accelerators of one type
 MAX_PRIORITY = 1_000_000_000  # Kubernetes' range for user-defined priority classes
@@ -55,7 +59,10 @@ class ResourceRequest(StrictModel):
         return parse_accelerators(v)
 
     def to_resources(self) -> Resources:
-        return Resources(self.cpus, self.memory, self.gpus, dict(self.accelerators))
+        """What a replica is counted for everywhere (placement, a cluster's used capacity, the
+        request a manager is given): the request, with at least ``MIN_CPUS`` CPU."""
+        cpus = max(self.cpus, MIN_CPUS)
+        return Resources(cpus, self.memory, self.gpus, dict(self.accelerators))
 
 
 class Preference(LabelFilter):

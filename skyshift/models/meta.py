@@ -28,13 +28,24 @@ def no_nul(value: str) -> str:
 ArgvStr = Annotated[str, AfterValidator(no_nul)]
 
 
+def no_nul_text(value: str) -> str:
+    """Stored text (annotations): a NUL byte ends a C string in every tool that reads it back
+    (shells, HAProxy, Slurm's comments), so what one would show differs from what is stored."""
+    if "\0" in value:
+        raise ValueError("must not contain a NUL byte")
+    return value
+
+
+TextStr = Annotated[str, AfterValidator(no_nul_text)]
+
+
 def validate_name(value: str, what: str = "name") -> str:
     """DNS-1123 label: lowercase alphanumerics and '-', starting and ending alphanumeric, <= 63."""
     if not isinstance(value, str) or not value:
         raise ValueError(f"{what} must be a non-empty string")
     if len(value) > 63:
         raise ValueError(f"{what} {value!r} is longer than 63 characters")
-    if not _DNS1123.match(value):
+    if not _DNS1123.fullmatch(value):
         raise ValueError(
             f"{what} {value!r} is not a DNS-1123 label: use lowercase letters, digits and '-', "
             "starting and ending with a letter or digit"
@@ -44,15 +55,15 @@ def validate_name(value: str, what: str = "name") -> str:
 
 def validate_label_key(key: str) -> str:
     prefix, _, name = key.rpartition("/")
-    if not name or len(name) > 63 or not _LABEL_NAME.match(name):
+    if not name or len(name) > 63 or not _LABEL_NAME.fullmatch(name):
         raise ValueError(f"invalid label key {key!r}")
-    if prefix and (len(prefix) > 253 or not _LABEL_PREFIX.match(prefix)):
+    if prefix and (len(prefix) > 253 or not _LABEL_PREFIX.fullmatch(prefix)):
         raise ValueError(f"invalid label key prefix in {key!r}")
     return key
 
 
 def validate_label_value(value: str) -> str:
-    if len(value) > 63 or not _LABEL_NAME.match(value):
+    if len(value) > 63 or not _LABEL_NAME.fullmatch(value):
         raise ValueError(
             f"invalid label value {value!r}: <= 63 of [A-Za-z0-9_.-], alphanumeric at both ends"
         )
@@ -86,7 +97,7 @@ class ObjectMeta(StrictModel):
     name: str
     namespace: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[TextStr, TextStr] = Field(default_factory=dict)
     uid: str | None = None
     resourceVersion: str | None = None
     generation: int = 0

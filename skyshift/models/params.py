@@ -23,7 +23,7 @@ MAX_RENDERED = 65_536
 
 
 def _param_name(v: str) -> str:
-    if not _NAME.match(v):
+    if not _NAME.fullmatch(v):
         raise ValueError(
             f"parameter name {v!r}: use letters, digits and '_', not starting with a digit"
         )

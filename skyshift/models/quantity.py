@@ -39,7 +39,7 @@ def parse_cpus(value: object) -> float:
     if isinstance(value, int | float):
         number = float(value)
     elif isinstance(value, str):
-        m = _QTY.match(value)
+        m = _QTY.fullmatch(value)
         if not m or m.group(2) not in ("", "m"):
             raise ValueError(
                 f"invalid cpus {value!r}: use a number like 2 or millicores like '500m'"
@@ -59,7 +59,7 @@ def parse_memory(value: object) -> float:
     if isinstance(value, int | float):
         number = float(value)
     elif isinstance(value, str):
-        m = _QTY.match(value)
+        m = _QTY.fullmatch(value)
         unit = m.group(2).lower() if m else ""
         if not m or unit not in _MEM_UNITS:
             raise ValueError(
@@ -80,7 +80,7 @@ def parse_accelerators(value: object) -> dict[str, int]:
     if isinstance(value, dict):
         out: dict[str, int] = {}
         for k, v in value.items():
-            if not isinstance(k, str) or not _ACC.match(k) or ":" in k:
+            if not isinstance(k, str) or not _ACC.fullmatch(k) or ":" in k:
                 raise ValueError(f"invalid accelerator type {k!r}")
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"accelerator count for {k} must be an integer >= 0")
@@ -95,7 +95,7 @@ def parse_accelerators(value: object) -> dict[str, int]:
         raise ValueError("accelerators must look like 'A100:2'")
     result: dict[str, int] = {}
     for item in items:
-        if not isinstance(item, str) or not (m := _ACC.match(item.strip())):
+        if not isinstance(item, str) or not (m := _ACC.fullmatch(item.strip())):
             raise ValueError(
                 f"invalid accelerator {item!r}: expected TYPE or TYPE:COUNT like 'A100:2'"
             )

@@ -25,6 +25,10 @@ from skyshift.models.pipeline import PipelineSpec, check_step_names
 
 OverlapPolicy = Literal["Skip", "BufferOne", "BufferAll", "CancelOther", "AllowAll"]
 SchedulePhase = Literal["Pending", "Active", "Paused", "Failed", "Deleting"]
+#: the user whose rights a schedule's runs use: set by the API (with auth on) to whoever created
+#: or last replaced the schedule; each run checks that user still exists and may create its
+#: objects, and is skipped otherwise
+OWNER_USER_ANNOTATION = "skyshift.io/schedule-owner"
 #: "-YYYYMMDD-HHMMSS" appended to the schedule's name for each run's object
 RUN_SUFFIX = 16
 _MACROS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
@@ -35,7 +39,7 @@ _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 def parse_duration(value: str) -> int:
     """``30s``, ``5m``, ``2h``, ``1d`` -> seconds."""
-    m = _DURATION.match(value.strip())
+    m = _DURATION.fullmatch(value.strip())
     if not m:
         raise ValueError(f"{value!r} is not a duration: use a number with s, m, h or d (5m)")
     return int(m.group(1)) * _UNIT[m.group(2)]
@@ -61,7 +65,7 @@ def validate_cron(value: str) -> str:
     if text in _MACROS:
         return text
     fields = text.split()
-    if len(fields) != 5 or not all(_FIELD.match(f) for f in fields):
+    if len(fields) != 5 or not all(_FIELD.fullmatch(f) for f in fields):
         raise ValueError(
             f"cron {value!r}: expected 5 fields (minute hour day-of-month month day-of-week, "
             f"e.g. '0 2 * * *') or one of {', '.join(sorted(_MACROS))}"

@@ -26,11 +26,11 @@ def email_problem(email: str) -> str | None:
         return "expected an address like name@example.com"
     if len(email) > 254 or len(local) > 64:
         return "it is too long (at most 64 characters before '@' and 254 in all)"
-    if "@" in local or not _EMAIL_LOCAL.match(local) or ".." in local or local[0] == "." \
+    if "@" in local or not _EMAIL_LOCAL.fullmatch(local) or ".." in local or local[0] == "." \
             or local[-1] == ".":
         return f"{local!r} is not a valid name before '@'"
     labels = host.split(".")
-    if len(labels) < 2 or not all(_EMAIL_HOST_LABEL.match(label) for label in labels):
+    if len(labels) < 2 or not all(_EMAIL_HOST_LABEL.fullmatch(label) for label in labels):
         return f"{host!r} is not a valid domain (expected e.g. example.com)"
     return None
 

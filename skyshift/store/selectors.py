@@ -97,7 +97,7 @@ def parse_selector(sel: str | Mapping[str, str] | Selector | None) -> Selector:
 
 
 def _check_key(key: str, text: str) -> str:
-    m = _KEY_RE.match(key)
+    m = _KEY_RE.fullmatch(key)
     if m is None or len(m.group("name")) > 63 or len(m.group("prefix") or "") > 253:
         raise InvalidSelector(
             f"invalid label key {key!r} in selector {text!r}: expected an optional DNS prefix "
@@ -108,7 +108,7 @@ def _check_key(key: str, text: str) -> str:
 
 
 def _check_value(value: str, text: str) -> str:
-    if len(value) > 63 or not _VALUE_RE.match(value):
+    if len(value) > 63 or not _VALUE_RE.fullmatch(value):
         raise InvalidSelector(
             f"invalid label value {value!r} in selector {text!r}: at most 63 characters of "
             "[A-Za-z0-9-_.] starting and ending alphanumeric (or empty)"

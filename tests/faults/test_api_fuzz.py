@@ -288,6 +288,49 @@ def fuzz_bodies(url: str, rec: Record) -> None:
                      headers={"Content-Type": "application/json-patch+json"})
 
 
+#: Inputs of the hostile-tenant probe (issue 26): each must be refused with a 4xx naming the
+#: field, and none stored.
+INJECTED = "web\nglobal\n    lua-load /tmp/evil.lua"
+PROBES: list[tuple[str, dict[str, Any]]] = [
+    ("services", {"metadata": {"name": INJECTED}}),
+    ("services", {"metadata": {"name": "web\n"}}),
+    ("jobs", {"metadata": {"name": "../../etc"}}),
+    ("jobs", {"metadata": {"namespace": "default\n"}}),
+    ("jobs", {"metadata": {"labels": {"app": "web\nglobal"}}}),
+    ("jobs", {"metadata": {"labels": {"app\n": "web"}}}),
+    ("jobs", {"metadata": {"annotations": {"note": "a\u0000b"}}}),
+    ("jobs", {"spec": {"ports": [0]}}),
+    ("jobs", {"spec": {"ports": [70000]}}),
+    ("services", {"spec": {"ports": [{"port": 0}]}}),
+    ("services", {"spec": {"ports": [{"port": 80, "targetPort": 65536}]}}),
+    ("services", {"spec": {"selector": {"app": "web\nlua-load /tmp/x"}}}),
+]
+
+
+def probe_inputs(url: str, rec: Record) -> list[str]:
+    """Send the probe's inputs and random HTTP methods; returns what was not refused."""
+    wrong: list[str] = []
+    with httpx.Client(base_url=url, timeout=30) as http:
+        for i, (plural, change) in enumerate(PROBES):
+            obj = sample(plural, f"probe-{i}")  # a name of its own: never refused as a 409
+            for part, values in change.items():
+                obj[part] = {**obj.get(part, {}), **values}
+            code = rec.send(http, "POST", collection(plural), content=json.dumps(obj).encode(),
+                            headers={"Content-Type": "application/json"})
+            if not 400 <= code < 500:
+                wrong.append(f"POST {plural} {change} -> {code}")
+        for i in range(40):  # each a new method: the metrics' method label must stay bounded
+            rec.send(http, f"FUZZ{i}X", "/default/jobs")
+    return wrong
+
+
+def method_labels() -> set[str]:
+    from prometheus_client import REGISTRY
+
+    return {s.labels["method"] for m in REGISTRY.collect() if m.name == "skyshift_api_requests"
+            for s in m.samples if "method" in s.labels}
+
+
 def job_with_annotation(name: str, size: int) -> bytes:
     """A valid Job manifest padded to exactly ``size`` bytes with one annotation."""
     obj = sample("jobs", name)
@@ -340,6 +383,7 @@ async def fuzz_and_check(
     runs = await asyncio.to_thread(fuzz_schema, spec, url, rec)
     schema_requests = rec.requests
     await asyncio.to_thread(fuzz_bodies, url, rec)
+    not_refused = await asyncio.to_thread(probe_inputs, url, rec)
     elapsed = time.monotonic() - t0
 
     after = await stored_objects(store)
@@ -357,5 +401,9 @@ async def fuzz_and_check(
           f"after {len(after)} (expected {expected}); invalid in etcd {len(invalid)}; "
           f"5xx {len(rec.failures)}")
     assert not rec.failures, "\n".join(rec.failures[:10])
+    assert not not_refused, not_refused
+    from skyshift.api.metrics import METHODS
+
+    assert method_labels() <= METHODS | {"OTHER"}, method_labels() - METHODS
     assert not invalid, invalid[:10]
     assert len(after) == expected

@@ -366,3 +366,19 @@ async def test_a_nul_byte_in_a_jobs_command_is_422_naming_spec_run(
                         content=body, headers=AS_JSON)
     assert "NUL" in err["message"]
     assert api_lifecycle.hooks("nul") == []
+
+
+async def test_a_nul_byte_in_an_annotation_is_422_naming_it(
+    api_client: httpx.AsyncClient, store: ObjectStore, api_lifecycle: Any
+) -> None:
+    """Issue 26: a NUL in an annotation value was stored; every tool reading it back sees a
+    different text than the one stored."""
+    body = '{"kind":"Job","metadata":{"name":"nulnote","annotations":{"note":"a\\u0000b"}}}'
+    err = await refused(api_client, store, "POST", "/default/jobs", 422,
+                        field="metadata.annotations.note", content=body, headers=AS_JSON)
+    assert "NUL" in err["message"] and "metadata.annotations.note" in err["message"]
+    assert api_lifecycle.hooks("nulnote") == []
+    assert (await api_client.post("/default/jobs", json=sample("jobs", "ok2"))).status_code == 201
+    merge = '{"metadata":{"annotations":{"a":"x\\u0000"}}}'
+    await refused(api_client, store, "PATCH", "/default/jobs/ok2", 422,
+                  field="metadata.annotations.a", content=merge, headers=MERGE)

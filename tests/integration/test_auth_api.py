@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import logging
 import stat
 import time
@@ -478,6 +479,73 @@ async def test_audit_records_every_mutation(
     assert {r["user"] for r in mine["items"]} == {"auditee"}
     page = (await c.get("/audit", params={"limit": 2}, headers=admin_headers)).json()
     assert len(page["items"]) == 2 and page["metadata"]["continue"]
+
+
+async def test_denied_records_are_bounded_per_user_and_503s_name_the_user(
+    make_secure_api: MakeSecureApi, auth_home: Path
+) -> None:
+    """Issue 26: a user with no rights wrote 3,000 audit records in 4.7 s, and requests refused
+    during an etcd outage were recorded with an empty user."""
+    from skyshift.api.auth.audit import DENIED_PER_MINUTE
+    from skyshift.store.errors import Unavailable
+
+    app = make_secure_api()
+    async with asgi_client(app) as c:
+        admin = bearer(await token_for(c, "admin", admin_password(auth_home)))
+        secret = await invite(c, admin, "reader")
+        assert (await register(c, "nosy", secret)).status_code == 201
+        user = bearer(await token_for(c, "nosy", PASSWORD))
+        for i in range(DENIED_PER_MINUTE + 20):
+            r = await c.delete(f"/default/jobs/x{i}", headers=user)
+            assert r.status_code == 403
+        mine = (await c.get("/audit", params={"user": "nosy", "limit": 500},
+                            headers=admin)).json()["items"]
+        denied = [r for r in mine if r["result"] == "denied"]
+        assert len(denied) == DENIED_PER_MINUTE  # the rest only logged
+        # another user's denied requests have their own budget
+        assert (await c.post("/default/jobs", json=sample("jobs", "ok"), headers=admin)
+                ).status_code == 201
+
+        async def down(name: str) -> None:
+            raise Unavailable("etcd is down")
+
+        auth = app.state.auth
+        auth.directory.invalidate()
+        real, auth.directory.user = auth.directory.user, down
+        try:
+            r = await c.post("/default/jobs", json=sample("jobs", "during"), headers=admin)
+        finally:
+            auth.directory.user = real
+        assert r.status_code == 503, r.text
+        items = (await c.get("/audit", headers=admin)).json()["items"]
+        outage = next(x for x in items if x["code"] == 503)
+        assert outage["user"] == "admin" and outage["path"] == "/default/jobs"
+        assert "token" in outage["details"]["identity"]
+
+
+async def test_a_schedule_is_owned_by_who_wrote_it(
+    secure_client: httpx.AsyncClient, admin_headers: dict[str, str]
+) -> None:
+    """Its runs are checked against its owner's rights (issue 26): the API sets the owner, a
+    manifest cannot name someone else, and a patch cannot change it."""
+    from skyshift.models.schedule import OWNER_USER_ANNOTATION
+
+    c = secure_client
+    merge = {**admin_headers, "Content-Type": "application/merge-patch+json"}
+    manifest = {"kind": "Schedule", "metadata": {"name": "nightly", "annotations": {
+        OWNER_USER_ANNOTATION: "someone-else"}},
+        "spec": {"interval": "1h", "jobTemplate": {"spec": {"run": "true"}}}}
+    r = await c.post("/default/schedules", json=manifest, headers=admin_headers)
+    assert r.status_code == 201, r.text
+    assert r.json()["metadata"]["annotations"][OWNER_USER_ANNOTATION] == "admin"
+    forged = json.dumps({"metadata": {"annotations": {OWNER_USER_ANNOTATION: "someone-else"}}})
+    r = await c.patch("/default/schedules/nightly", headers=merge, content=forged)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] == f"metadata.annotations.{OWNER_USER_ANNOTATION}"
+    r = await c.patch("/default/schedules/nightly", headers=merge,
+                      content='{"spec":{"interval":"2h"}}')
+    assert r.status_code == 200, r.text
+    assert r.json()["metadata"]["annotations"][OWNER_USER_ANNOTATION] == "admin"
 
 
 # --- secrets never leak ----------------------------------------------------------------------

@@ -193,3 +193,40 @@ async def test_a_stored_schedule_that_no_longer_validates_is_failed(
     await starter.ensure_lifecycle(s.client, created)
     failed = await status_where(s, "bad", "Failed", lambda st: st["phase"] == "Failed")
     assert "minute 61 is out of range 0-59" in failed["status"]["message"]
+
+
+async def test_runs_stop_when_the_owner_is_deleted_or_loses_its_rights(
+    lifecycle_stack: LifecycleStack,
+) -> None:
+    """Issue 26: a deleted user's schedule kept creating runs (with the control plane's
+    rights). Each run checks its owner (the API stamps it) still exists and may create jobs."""
+    from skyshift.models.schedule import OWNER_USER_ANNOTATION
+
+    s = lifecycle_stack
+    await ready(s, "sc-owner")
+    await s.store.create("users", {"kind": "User", "metadata": {"name": "carol"}, "spec": {}})
+    role = await s.store.create("roles", {"kind": "Role", "metadata": {"name": "carol-jobs"},
+                                          "spec": {"users": ["carol"], "namespaces": ["default"],
+                                                   "rules": [{"resources": ["jobs"],
+                                                              "actions": ["create"]}]}})
+    await spawn.create_and_start(s.store, s.client, {
+        "kind": "Schedule", "metadata": {"name": "owned", "namespace": "default",
+                                         "annotations": {OWNER_USER_ANNOTATION: "carol"}},
+        "spec": {"interval": "2s", "jobTemplate": {"spec": JOB}}})
+    await status_where(s, "owned", "a run while carol may", lambda st: st.get("runs", 0) >= 1)
+
+    await s.store.delete("roles", "carol-jobs", expected_rv=role["metadata"]["resourceVersion"])
+    lost = await status_where(s, "owned", "runs skipped without the right",
+                              lambda st: "may no longer create jobs" in st.get("message", ""))
+    assert "its owner carol may no longer create jobs in namespace default" in lost["status"][
+        "message"]
+
+    await s.store.delete("users", "carol")
+    gone = await status_where(s, "owned", "runs skipped for a deleted owner",
+                              lambda st: "no longer exists" in st.get("message", ""))
+    runs = gone["status"]["runs"]
+    await asyncio.sleep(5)  # two intervals and a half: nothing more is created
+    after = await s.get("schedules", "owned", "default")
+    assert after is not None and after["status"]["runs"] == runs
+    assert "skipped: its owner carol no longer exists" in after["status"]["message"]
+    assert len(await runs_of(s, "owned")) <= runs

@@ -145,12 +145,67 @@ def test_lockout_is_per_user_and_address_with_a_higher_total() -> None:
     assert not t.pairs.retry_after("carol\x008.8.8.8") and not t.users.retry_after("carol")
 
 
+def test_failing_from_many_addresses_does_not_lock_the_user_out_where_it_logs_in() -> None:
+    """Issue 26: 110 failed logins from 22 loopback addresses locked the user out of every
+    address. The total still bounds guessing from any other address; the addresses the user
+    logged in from keep only their own per-address limit."""
+    clock = Clock()
+    t = LoginThrottle(per_user=100, per_address=20, window=300, clock=clock, per_user_address=5)
+    t.succeeded("alice", "10.0.0.7")  # alice's usual address
+    for i in range(22):
+        for _ in range(5):
+            t.failed("alice", f"127.0.0.{i + 2}")
+    assert t.retry_after("alice", "127.0.0.2") > 0  # each attacking address is locked out
+    assert t.retry_after("alice", "203.0.113.9") > 0  # as is any new one: the total holds
+    assert t.retry_after("alice", "10.0.0.7") == 0  # alice still logs in from her address
+    for _ in range(5):
+        t.failed("alice", "10.0.0.7")
+    assert t.retry_after("alice", "10.0.0.7") > 0  # and guessing from there is still limited
+    clock.now += 31 * 86400
+    t.failed("alice", "127.0.0.2")
+    for _ in range(100):
+        t.failed("alice", "127.0.0.3")
+    assert t.retry_after("alice", "10.0.0.7") > 0  # a success 31 days old is forgotten
+
+
 def test_anonymous_audit_budget() -> None:
     clock = Clock()
     budget = Budget(3, window=60, clock=clock)
     assert [budget.take() for _ in range(5)] == [True, True, True, False, False]
     clock.now += 60
     assert budget.take()
+
+
+async def test_denied_records_past_the_budget_are_counted_in_the_next_one() -> None:
+    from skyshift.api.auth.audit import AuditMiddleware, note
+
+    written: list[dict[str, object]] = []
+
+    async def writer(fields: dict[str, object]) -> None:
+        written.append(fields)
+
+    async def app(scope: dict[str, object], receive: object, send: object) -> None:
+        note(type("R", (), {"scope": scope})(), user=scope["user"])  # type: ignore[arg-type]
+        await send({"type": "http.response.start", "status": 403})  # type: ignore[operator]
+
+    async def send(message: object) -> None:
+        pass
+
+    middleware = AuditMiddleware(app, writer, denied_per_minute=2)  # type: ignore[arg-type]
+    clock = Clock()
+    middleware.denied.clock = clock
+
+    async def deny(user: str) -> None:
+        await middleware({"type": "http", "method": "DELETE", "path": "/x", "user": user},
+                         None, send)  # type: ignore[arg-type]
+
+    for _ in range(5):
+        await deny("nosy")
+    await deny("other")
+    assert [w["user"] for w in written] == ["nosy", "nosy", "other"]
+    clock.now += 61
+    await deny("nosy")
+    assert written[-1]["details"] == {"deniedNotRecorded": 3}
 
 
 def test_client_address_believes_only_trusted_proxies() -> None:

@@ -13,11 +13,12 @@ from pathlib import Path
 import jwt
 import pytest
 
-from skyshift.api.auth import files, rbac
+from skyshift.api.auth import files
 from skyshift.api.auth.bootstrap import default_roles
 from skyshift.api.auth.passwords import Passwords, password_problem
 from skyshift.api.auth.throttle import LoginThrottle
 from skyshift.api.auth.tokens import InvalidToken, TokenIssuer
+from skyshift.models import rbac
 
 KEY = b"k" * 64
 

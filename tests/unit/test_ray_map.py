@@ -122,7 +122,8 @@ def test_env_and_validation() -> None:
     assert env == {"A": "x y", "SKYSHIFT_JOB": "train", "SKYSHIFT_NAMESPACE": "ml",
                    "SKYSHIFT_RANK": "1", "SKYSHIFT_REPLICA": "train-0123abcd-1"}
     validate_spec(spec())
-    for bad in (dict(name="Bad_Name"), dict(run="  "), dict(envs={"1X": "v"}), dict(rank=-1)):
+    for bad in (dict(name="Bad_Name"), dict(run="  "), dict(envs={"1X": "v"}), dict(rank=-1),
+                dict(name="train\n"), dict(namespace="ml\n"), dict(job_name="../x")):
         with pytest.raises(Permanent):
             validate_spec(spec(**bad))
 

@@ -1,5 +1,6 @@
 """schedule_batch: ordering, per-node capacity, gang placement, spreading, reasons, determinism."""
 
+import dataclasses
 import random
 
 import pytest
@@ -390,3 +391,24 @@ def test_overcommitted_node_counts_as_full_not_negative() -> None:
     assert d.reasons["a"] == "insufficient resources: cpus: need 4, largest free node has 2"
     d = one(job("j", cpus=4), [ClusterInfo("b", {}, True, [NodeInfo("over", Resources(-2))])])
     assert d.reasons["b"] == "insufficient resources: cpus: need 4, largest free node has 0"
+
+
+def test_cpu_less_replicas_are_counted_against_the_cluster() -> None:
+    """Issue 26: 50 replicas of ``cpus: 0`` were placed on a 2-CPU cluster. A job's replicas
+    are counted for at least MIN_CPUS each (what its template, and so the scheduler and the
+    cluster's used capacity, see), so a 2-CPU cluster holds 20 of them, not any number."""
+    from skyshift.activities.convert import template_from_job
+    from skyshift.models.job import MIN_CPUS, Job
+
+    manifest = {"kind": "Job", "metadata": {"name": "free", "namespace": "default"},
+                "spec": {"resources": {"cpus": 0}, "replicas": 50}}
+    template = template_from_job(Job.model_validate(manifest))
+    assert template.resources.cpus == MIN_CPUS == 0.1
+    small = JobRequest(key="default/free", uid="uid-free", namespace="default", labels={},
+                       priority=0, created=0.0, replicas=50, per_replica=template.resources)
+    d = one(small, [cluster("two", 2)])
+    assert d.assignments == {} and "room for 20 of 50 replicas" in d.message + str(d.reasons)
+    assert one(dataclasses.replace(small, replicas=20), [cluster("two", 2)]).assignments == {
+        "two": 20}
+    # what the user wrote is kept
+    assert Job.model_validate(manifest).spec.resources.cpus == 0

@@ -16,6 +16,15 @@ login or registration just proved. Failed logins and registrations are recorded 
 throttled per address before they get here; on top of that, one replica writes at most
 ``anonymous_per_minute`` such records, and only logs the rest.
 
+Denied requests (401/403) of an authenticated user are bounded per user the same way: at most
+``denied_per_minute`` records per user per minute (issue 26: a user with no rights wrote 3,000
+records in 4.7 s); the rest are logged only, and counted: the user's next denied record that is
+written says how many were left out (``details.deniedNotRecorded``).
+
+A request the user store could not answer (etcd down, 503) is recorded under the user its token
+was signed for, with ``details.identity`` saying so (the write itself usually fails then, and
+the log line names the user).
+
 Records older than the retention (``SKYSHIFT_AUDIT_RETENTION_DAYS``, default 90; 0 keeps them
 forever) are pruned by the writer at most once per ``PRUNE_EVERY`` seconds: because names sort
 newest first, everything older than the cutoff is one contiguous key range, removed in one etcd
@@ -46,6 +55,8 @@ PRUNE_EVERY = 600.0  # seconds between two prunes by one API replica
 #: The actor of records about callers that proved no identity (not a valid user name).
 ANONYMOUS = "system:anonymous"
 ANONYMOUS_PER_MINUTE = 60
+DENIED_PER_MINUTE = 30  # denied records per user per minute
+_MAX_USERS = 10_000  # users a replica keeps a denied budget for
 
 
 def note(request: Request, **fields: Any) -> None:
@@ -133,6 +144,29 @@ class Budget:
         return True
 
 
+class UserBudgets:
+    """A :class:`Budget` per user (at most ``_MAX_USERS`` kept), counting refused takes."""
+
+    def __init__(
+        self, limit: int, window: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.limit, self.window, self.clock = limit, window, clock
+        self._budgets: dict[str, Budget] = {}
+        self._left_out: dict[str, int] = {}
+
+    def take(self, user: str) -> tuple[bool, int]:
+        """(whether this one may be recorded, how many were left out before it)."""
+        budget = self._budgets.get(user)
+        if budget is None:
+            if len(self._budgets) >= _MAX_USERS:
+                self._budgets.pop(next(iter(self._budgets)))
+            budget = self._budgets[user] = Budget(self.limit, self.window, self.clock)
+        if not budget.take():
+            self._left_out[user] = self._left_out.get(user, 0) + 1
+            return False, 0
+        return True, self._left_out.pop(user, 0)
+
+
 class AuditMiddleware:
     """Writes an audit record after every mutating request (see the module docstring)."""
 
@@ -141,10 +175,12 @@ class AuditMiddleware:
         app: ASGIApp,
         writer: Writer | None = None,
         anonymous_per_minute: int = ANONYMOUS_PER_MINUTE,
+        denied_per_minute: int = DENIED_PER_MINUTE,
     ) -> None:
         self.app = app
         self.writer = writer
         self.anonymous = Budget(anonymous_per_minute)
+        self.denied = UserBudgets(denied_per_minute)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in MUTATIONS or self.writer is None:
@@ -184,6 +220,7 @@ class AuditMiddleware:
             not fields["user"]
             or code == 429
             or (fields["user"] == ANONYMOUS and not self.anonymous.take())
+            or not self._denied_budget(fields)
         ):
             # Unauthenticated, throttled, or past the budget of anonymous records: logged
             # only, so nobody can flood etcd with records.
@@ -201,3 +238,13 @@ class AuditMiddleware:
             await self.writer(fields)
         except (StoreError, OSError) as exc:
             log.warning("audit record not written (%s): %s", exc, fields)
+
+    def _denied_budget(self, fields: dict[str, Any]) -> bool:
+        """False past the user's budget of denied records; the first record written after
+        some were left out says how many."""
+        if fields["result"] != "denied" or fields["user"] == ANONYMOUS:
+            return True
+        ok, left_out = self.denied.take(fields["user"])
+        if ok and left_out:
+            fields["details"] = {**(fields.get("details") or {}), "deniedNotRecorded": left_out}
+        return ok

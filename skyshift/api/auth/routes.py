@@ -21,13 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from skyshift.api.auth import bootstrap, invites
 from skyshift.api.auth.audit import ANONYMOUS, note
 from skyshift.api.auth.passwords import password_problem
-from skyshift.api.auth.rbac import roles_of
 from skyshift.api.auth.service import AuthService, Principal, public_user
 from skyshift.api.body import media_type, parse_json, read_bytes
 from skyshift.api.deps import current_user, get_auth
 from skyshift.api.errors import ApiError, from_validation
 from skyshift.models.base import API_VERSION
 from skyshift.models.meta import validate_name
+from skyshift.models.rbac import roles_of
 from skyshift.models.user import email_problem
 from skyshift.store.errors import AlreadyExists, NotFound
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from skyshift.api.auth import bootstrap, files, rbac
+from skyshift.api.auth import bootstrap, files
 from skyshift.api.auth.audit import AuditLog
 from skyshift.api.auth.config import AuthConfig
 from skyshift.api.auth.directory import Directory
@@ -22,6 +22,7 @@ from skyshift.api.auth.passwords import Passwords
 from skyshift.api.auth.throttle import LoginThrottle, Throttle
 from skyshift.api.auth.tokens import InvalidToken, IssuedToken, TokenIssuer
 from skyshift.api.errors import ApiError
+from skyshift.models import rbac
 from skyshift.store import ObjectStore, StoreError
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,16 @@ class AuthService:
         if user is None or (user.get("metadata") or {}).get("uid") != claims.uid:
             raise unauthorized("the token's user no longer exists: log in again (POST /token)")
         return Principal(name=claims.username, uid=claims.uid)
+
+    def token_user(self, token: str | None) -> str | None:
+        """The user a token was signed for, without asking the directory (None: no valid
+        token). Only for the audit record of a request the directory could not answer."""
+        if not token:
+            return None
+        try:
+            return self.tokens.verify(token).username
+        except InvalidToken:
+            return None
 
     # -- what it may do -------------------------------------------------------------------------
 

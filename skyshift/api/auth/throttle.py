@@ -6,8 +6,11 @@ oldest failure leaves the window. Failures are counted three ways:
   only from that address, so nobody can lock ``admin`` out everywhere by failing on purpose;
 * per client address (default 20): guessing many users' passwords from one address;
 * per user name from all addresses together (``SKYSHIFT_LOGIN_MAX_FAILURES_TOTAL``, default 100):
-  a distributed guess at one account; high enough that locking a user out everywhere takes many
-  addresses, each of which is itself limited.
+  a distributed guess at one account. This total does not lock the user out of the addresses it
+  logged in from successfully in the last 30 days (at most 16 per user): failing on purpose from
+  many addresses (issue 26: 110 failures from 22 addresses) must not lock the real user out
+  everywhere. Those addresses keep their own per-(user, address) limit, so guessing stays
+  bounded overall: the total for every other address, 5 per window for each known one.
 
 State is in memory per API replica: with N replicas behind a load balancer an attacker gets at
 most N times the budget, which still turns an online brute force into a hopeless one. Throttled
@@ -25,6 +28,8 @@ from collections import deque
 from collections.abc import Callable
 
 _MAX_KEYS = 100_000
+KNOWN_FOR = 30 * 86400.0  # seconds a successful login's address stays known for its user
+KNOWN_PER_USER = 16
 
 
 class Throttle:
@@ -91,16 +96,33 @@ class LoginThrottle:
         self.pairs = Throttle(
             per_user if per_user_address is None else per_user_address, window, clock
         )
+        self.clock = clock
+        #: user -> address -> when it last logged in successfully from there
+        self.known: dict[str, dict[str, float]] = {}
+
+    def is_known(self, username: str, address: str) -> bool:
+        seen = self.known.get(username, {}).get(address)
+        return seen is not None and self.clock() - seen < KNOWN_FOR
+
+    def _remember(self, username: str, address: str) -> None:
+        if username not in self.known and len(self.known) >= _MAX_KEYS:
+            self.known.pop(next(iter(self.known)))  # the user remembered longest ago
+        mine = self.known.setdefault(username, {})
+        mine.pop(address, None)
+        mine[address] = self.clock()
+        while len(mine) > KNOWN_PER_USER:
+            mine.pop(next(iter(mine)))  # the oldest success
 
     @staticmethod
     def _pair(username: str, address: str) -> str:
         return f"{username}\x00{address}"
 
     def retry_after(self, username: str, address: str) -> int:
+        total = 0 if self.is_known(username, address) else self.users.retry_after(username)
         return max(
             self.pairs.retry_after(self._pair(username, address)),
             self.addresses.retry_after(address),
-            self.users.retry_after(username),
+            total,
         )
 
     def failed(self, username: str, address: str) -> None:
@@ -112,3 +134,4 @@ class LoginThrottle:
         self.users.clear(username)
         if address is not None:
             self.pairs.clear(self._pair(username, address))
+            self._remember(username, address)
