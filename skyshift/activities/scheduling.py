@@ -27,6 +27,7 @@ from skyshift import failpoints
 from skyshift.activities.clusters import heartbeating
 from skyshift.activities.convert import nodes_from_status, queue_from_status
 from skyshift.activities.store import uid_of, update_status
+from skyshift.activities.trust import check_job_request, check_names, untrusted
 from skyshift.contract import activity_names as act
 from skyshift.contract.jobs import (
     DequeueRequest,
@@ -241,6 +242,26 @@ def pending_mutation(entry: QueueEntry, decision: Decision, prior: Prior | None 
     return mutate
 
 
+def trusted_entries(inp: PlaceBatchInput) -> tuple[PlaceBatchInput, list[PlaceOutcome]]:
+    """The batch without the requests that fail the checks of :mod:`trust` (anyone who reaches
+    Temporal can signal the scheduler a request), and a "gone" outcome for each of those, so the
+    scheduler drops them instead of every placement stopping at one forged request."""
+    kept, refused = [], []
+    for e in inp.jobs:
+        r = e.req
+        try:
+            check_job_request(r.request.key, r.request.uid, r.workflow_id)
+            check_names(r.current, "cluster name")
+            check_names((x.cluster for x in inp.reservations), "cluster name")
+        except (ValueError, TypeError) as exc:
+            log.warning("place_batch: refused a forged or invalid request: %s", exc)
+            refused.append(PlaceOutcome(str(r.request.key), str(r.request.uid), r.seq, "gone",
+                                        message=f"refused: {exc}"))
+            continue
+        kept.append(e)
+    return PlaceBatchInput(kept, inp.reservations), refused
+
+
 class SchedulingActivities:
     """Built once in the control worker with its store and Temporal client."""
 
@@ -251,6 +272,8 @@ class SchedulingActivities:
     @activity.defn(name=act.ENQUEUE_JOB)
     async def enqueue_job(self, req: EnqueueRequest) -> None:
         """Signal-with-start the scheduler: it exists after this, with the job queued."""
+        with untrusted(act.ENQUEUE_JOB):
+            check_job_request(req.request.key, req.request.uid, req.workflow_id)
         await self.client.start_workflow(
             WF_SCHEDULER, SchedulerInput(), id=SCHEDULER_ID, task_queue=CONTROL_QUEUE,
             start_signal=SIG_ENQUEUE, start_signal_args=[req],
@@ -258,6 +281,8 @@ class SchedulingActivities:
 
     @activity.defn(name=act.DEQUEUE_JOB)
     async def dequeue_job(self, req: DequeueRequest) -> None:
+        with untrusted(act.DEQUEUE_JOB):
+            check_job_request(req.key, req.uid, None, empty_uid=True)
         try:
             await self.client.get_workflow_handle(SCHEDULER_ID).signal(SIG_DEQUEUE, req)
         except RPCError as exc:
@@ -273,6 +298,7 @@ class SchedulingActivities:
         those jobs are not scheduled again, and their replicas are held against the capacity
         the others are placed on. The recording itself is compare-and-swap, so an attempt that
         runs on beside its retry cannot record a second answer either."""
+        inp, refused = trusted_entries(inp)
         clusters = (await self.store.list("clusters")).items
         policies = policy_infos((await self.store.list("filterpolicies")).items)
         recheck = activity.info().attempt > 1
@@ -299,7 +325,7 @@ class SchedulingActivities:
         ))
         if any(o.status == "placed" for o in outcomes):
             await failpoints.reached(failpoints.PLACE_BATCH_SIGNALLED)
-        return PlaceBatchResult(list(outcomes))
+        return PlaceBatchResult(list(outcomes) + refused)
 
     async def _recorded(self, entries: list[QueueEntry]) -> dict[str, Decision]:
         """The decisions already recorded for these requests, by job key."""

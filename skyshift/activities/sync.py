@@ -54,6 +54,7 @@ from skyshift.activities.clusters import (
 )
 from skyshift.activities.job_view import tell_drift, workflow_holds
 from skyshift.activities.store import update_status
+from skyshift.activities.trust import check_job_request, check_name, check_uid, untrusted
 from skyshift.compat.errors import CompatError, Transient
 from skyshift.compat.types import ClusterState, ReplicaStatus
 from skyshift.contract import activity_names as act
@@ -456,4 +457,9 @@ class SkyletWithSync(SkyletActivities):
 
     @activity.defn(name=act.SYNC_CLUSTER)
     async def sync_cluster(self, inp: SyncInput) -> SyncResult:
+        with untrusted(act.SYNC_CLUSTER):
+            check_name(inp.cluster, "cluster name")
+            check_uid(inp.uid, "cluster uid", empty=True)
+            for wf in inp.lost_jobs:  # told "recovered" when the cluster is back
+                check_job_request(wf.removeprefix("job/"), "", wf, empty_uid=True)
         return await Syncer(self, self.sync_config).run(inp)

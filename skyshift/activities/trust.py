@@ -222,3 +222,17 @@ def check_owned(inp: DeleteOwnedInput) -> None:
     check_uid(inp.owner_uid, "owner uid")
     check_labels({inp.label: inp.owner}, "owner label")
     check_names(inp.only, "name")
+
+
+def check_job_request(key: Any, uid: Any, workflow_id: Any, empty_uid: bool = False) -> None:
+    """A job as the scheduler is asked about it: ``namespace/name``, its uid, and the workflow
+    its answer is signalled to, which must be that job's own (a forged request must not make
+    the scheduler signal another workflow, or write another job's status)."""
+    if not isinstance(key, str) or key.count("/") != 1:
+        raise ValueError(f"job key {str(key)[:80]!r} is not namespace/name")
+    namespace, name = key.split("/")
+    check_ref(name, namespace, uid, "job name")
+    if not empty_uid and not uid:
+        raise ValueError("the job's uid is missing")
+    if workflow_id is not None and workflow_id != f"job/{namespace}/{name}":
+        raise ValueError(f"workflow {str(workflow_id)[:80]!r} is not job {key}'s")

@@ -44,9 +44,7 @@ pytestmark = [pytest.mark.integration]
 CASES = {**SKYLET_CASES, **CONTROL_CASES}
 MOVES_ON = SKYLET_MOVES_ON | CONTROL_MOVES_ON
 #: (activity, moved on) pairs known to fail, with the issue that fixes them
-KNOWN: dict[tuple[str, bool], str] = {
-    (activity_names.PLACE_BATCH, True): "issue 32: lead is fixing place_batch",
-}
+KNOWN: dict[tuple[str, bool], str] = {}
 
 
 def every_activity_name() -> set[str]:
