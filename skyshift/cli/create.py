@@ -137,7 +137,8 @@ def create_job(state: CliState, /, name: str, namespace: str | None, dry_run: bo
 @click.option("--config", "-c", "-C", "config_path", default=None, metavar="PATH",
               help="kubeconfig or Slurm config file of the cluster.")
 @click.option("--context", "kube_context", default=None,
-              help="kubeconfig context to use (default: the file's current one).")
+              help="kubeconfig context to use (default: the context named like the cluster, "
+                   "or the file's only one; with several and none named so, attaching fails).")
 @click.option("--host", "-h", "--hostname", "-H", default=None,
               help="Login host (Slurm over SSH).")
 @click.option("--username", "-u", default=None, help="SSH user name.")

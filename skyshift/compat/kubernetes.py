@@ -1,6 +1,9 @@
 """The ``k8`` cluster manager: SkyShift replicas as Kubernetes Pods and Deployments.
 
 A cluster is attached by a kubeconfig context (``list_contexts`` lists them for the CLI).
+Without ``context`` it is the context named like the cluster (as in the original SkyShift), or
+the file's only context; several and none so named is a Permanent error that lists them
+(``kubernetes_api.resolve_context``), never the current context taken by guess.
 Config (all optional; see ``KubeSettings``)::
 
     kubeconfig: ~/.kube/config        context: my-cluster     namespace: skyshift

@@ -46,7 +46,7 @@ class KubeSettings:
     """A Kubernetes cluster's ``config`` in SkyShift (see the adapter's module docstring)."""
 
     kubeconfig: str | None = None  # None: $KUBECONFIG or ~/.kube/config
-    context: str | None = None  # None: the kubeconfig's current context
+    context: str | None = None  # None: the context named like the cluster (see resolve_context)
     namespace: str = "skyshift"
     create_namespace: bool = True
     image: str = "busybox:1.36"  # for replicas without an image
@@ -103,6 +103,27 @@ def list_contexts(kubeconfig: str | None = None) -> list[str]:
     names = [c["name"] for c in contexts or []]
     first = current["name"] if current else None
     return sorted(names, key=lambda n: (n != first, n))
+
+
+def resolve_context(cluster: str, kubeconfig: str | None, context: str | None) -> str | None:
+    """The context a cluster attached without one uses (None: the file's only context).
+
+    The original SkyShift took the cluster's name as its context, so its users attach
+    ``skyctl create cluster sim-k8s-2`` and expect the context ``sim-k8s-2``; taking the
+    current context instead attached one physical cluster under several names (issue 31). So:
+    a context named like the cluster; else the file's only context; else refuse to guess."""
+    if context:
+        return context
+    names = list_contexts(kubeconfig)
+    if cluster in names:
+        return cluster
+    if len(names) <= 1:
+        return names[0] if names else None
+    raise Permanent(
+        f"kubernetes cluster {cluster}: kubeconfig {kubeconfig or '(default)'} has "
+        f"{len(names)} contexts ({', '.join(names)}) and none is named {cluster}; "
+        f"say which one with --context (spec.config.context)"
+    )
 
 
 def _status_message(body: bytes | str | None) -> tuple[str, str]:
@@ -173,10 +194,12 @@ class KubeApi:
         with self._lock:
             if self._config is None:
                 cfg = k8s_client.Configuration()
+                context = resolve_context(self.cluster, self.settings.kubeconfig,
+                                          self.settings.context)
                 try:
                     k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
                         config_file=self.settings.kubeconfig,
-                        context=self.settings.context,
+                        context=context,
                         client_configuration=cfg,
                         persist_config=False,
                     )
@@ -184,7 +207,7 @@ class KubeApi:
                     where = self.settings.kubeconfig or "the default kubeconfig"
                     raise Permanent(
                         f"kubernetes cluster {self.cluster}: cannot load context "
-                        f"{self.settings.context or '(current)'} from {where}: {exc}"
+                        f"{context or '(current)'} from {where}: {exc}"
                     ) from exc
                 # fail fast and let Temporal retry; one quick retry covers stale keep-alives
                 cfg.retries = urllib3.Retry(total=2, connect=2, read=1, status=0, redirect=0,

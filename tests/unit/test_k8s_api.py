@@ -18,6 +18,7 @@ from skyshift.compat.kubernetes_api import (
     KubeSettings,
     error_for_status,
     list_contexts,
+    resolve_context,
     translate,
 )
 
@@ -175,3 +176,25 @@ async def test_compat_errors_are_not_chained_to_themselves(tmp_path):
             )
         assert failure.application_failure_info.non_retryable
         assert "nope" in failure.message
+
+
+def test_context_defaults_to_the_cluster_name_or_the_only_one(tmp_path):
+    """Issue 31: ``create cluster sim-k8s-2`` without --context took the current context, so
+    two SkyShift clusters were one physical cluster. The original's rule: the context named
+    like the cluster; one context only: that one; several and none so named: refuse."""
+    path = kubeconfig(tmp_path, ["sim-k8s-1", "sim-k8s-2"], current="sim-k8s-1")
+    assert resolve_context("sim-k8s-2", path, None) == "sim-k8s-2"
+    assert resolve_context("sim-k8s-1", path, None) == "sim-k8s-1"
+    assert resolve_context("other", path, "sim-k8s-2") == "sim-k8s-2"  # explicit wins
+    with pytest.raises(Permanent) as err:
+        resolve_context("other", path, None)
+    assert "sim-k8s-1, sim-k8s-2" in str(err.value) and "--context" in str(err.value)
+    single = tmp_path / "single"
+    single.mkdir()
+    assert resolve_context("other", kubeconfig(single, ["only"], current="only"), None) == "only"
+
+
+async def test_ambiguous_kubeconfig_fails_to_attach(tmp_path):
+    path = kubeconfig(tmp_path, ["a", "b"], current="a")
+    with pytest.raises(Permanent, match="none is named c"):
+        await KubernetesManager("c", {"kubeconfig": path}).connect()
