@@ -185,22 +185,64 @@ def counts_of(updates: list[ReplicaUpdate]) -> dict[str, int]:
     return counts
 
 
+TRIM_ORDER = ("Unknown", "Failed", "Pending", "Succeeded", "Running")  # dropped first to last
+
+
+def cap_counts(per_cluster: dict[str, Any], desired: int, first: str | None = None) -> bool:
+    """Trim ``status.replicaStatus`` in place so it counts at most ``desired`` replicas; True
+    when something was trimmed.
+
+    The counts come from each cluster's skylet, and nothing forces them to add up: two
+    Cluster objects attached to one physical cluster both listed its pods (issue 31: a
+    6-replica job reported "8 replicas started"), and a replica that moved away may still be
+    counted where it was. So the total is bounded here, where it is written: the excess comes
+    off ``first`` (the cluster being written, whose report made the total too large) and then
+    the others by name, the least telling states first (Unknown, Failed, Pending, then
+    Succeeded, Running last). A cluster left with nothing is dropped."""
+    desired = max(desired, 0)
+    excess = sum(sum(int(v) for v in c.values()) for c in per_cluster.values()) - desired
+    if excess <= 0:
+        return False
+    order = sorted(per_cluster, key=lambda name: (name != first, name))
+    for name in order:
+        counts = dict(per_cluster[name])
+        for state in TRIM_ORDER:
+            take = min(excess, int(counts.get(state, 0)))
+            if take > 0:
+                counts[state] = int(counts[state]) - take
+                excess -= take
+        if any(counts.values()):
+            per_cluster[name] = counts
+        else:
+            del per_cluster[name]
+        if excess <= 0:
+            break
+    return True
+
+
+def desired_replicas(obj: Obj) -> int:
+    replicas = (obj.get("spec") or {}).get("replicas", 1)
+    return replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1
+
+
 def merge_counts(obj: Obj, cluster: str, counts: dict[str, int]) -> Obj | None:
     """Set ``status.replicaStatus[cluster]``; move Pending/Scheduled to Running once every
-    desired replica has started. None when nothing changes (no rewrite of unchanged objects)."""
+    desired replica has started. None when nothing changes (no rewrite of unchanged objects).
+    The counts never add up to more than ``spec.replicas`` (``cap_counts``)."""
     status = obj.setdefault("status", {})
     per_cluster = status.setdefault("replicaStatus", {})
-    changed = per_cluster.get(cluster) != counts
+    before = {c: dict(v) for c, v in per_cluster.items()}
     if not any(counts.values()):
-        changed = cluster in per_cluster
         per_cluster.pop(cluster, None)
     else:
-        per_cluster[cluster] = counts
-    desired = int((obj.get("spec") or {}).get("replicas", 1))
+        per_cluster[cluster] = dict(counts)
+    desired = desired_replicas(obj)
+    cap_counts(per_cluster, desired, cluster)
+    changed = per_cluster != before
     started = sum(c.get("Running", 0) + c.get("Succeeded", 0) for c in per_cluster.values())
     if status.get("phase", "Pending") in ("Pending", "Scheduled") and started >= desired > 0:
         status["phase"] = "Running"
-        status["message"] = f"{started} replicas started"
+        status["message"] = f"{min(started, desired)} replicas started"
         status["startTime"] = status.get("startTime") or now_iso()
         changed = True
     return obj if changed else None

@@ -20,7 +20,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from skyshift.activities.convert import parse_job
+from skyshift.activities.convert import cap_counts, desired_replicas, parse_job
 from skyshift.activities.trust import check_plural, check_ref, untrusted
 from skyshift.contract import activity_names as act
 from skyshift.contract.jobs import (
@@ -58,6 +58,7 @@ def apply_job_patch(obj: Obj, patch: JobStatusPatch) -> Obj | None:
         status["placement"] = dict(patch.placement)
     if patch.replica_status is not None:
         status["replicaStatus"] = {c: dict(v) for c, v in patch.replica_status.items()}
+        cap_counts(status["replicaStatus"], desired_replicas(obj))  # never more than spec
     if patch.restarts is not None:
         status["restarts"] = patch.restarts
     if patch.observed_generation is not None:
