@@ -117,6 +117,7 @@ class ClusterContext:
         # round that saw it (see activities.held_starts)
         self.held: dict[str, int] = {}
         self.rounds = 0  # sync rounds so far (each compares a listing with the table)
+        self.identity = ""  # the physical cluster the manager reached (see activities.identity)
         # exec requests run here (activity id -> its outcome, pending while the command runs):
         # a retry of one takes its outcome instead of running the command again
         self.execs: dict[str, asyncio.Future[ReplicaOpResult]] = {}

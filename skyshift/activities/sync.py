@@ -21,6 +21,9 @@ cluster, not per job) and turns differences into the few writes and signals that
 * Unreachable for longer than ``lost_after``: phase Error, and every job with live replicas here
   is told "lost" so it fails over. Back again: phase Ready, the jobs are told "recovered" (they
   delete what moved away), and replicas of jobs that no longer exist are removed.
+* A Cluster whose adapter reaches a physical cluster an older Cluster already has
+  (``activities.identity``) is held in phase Error naming that one; nothing is reported or
+  swept from it, so one cluster's capacity and replicas are never counted under two names.
 * Replicas of jobs that no longer exist (or are no longer placed here) are also swept every
   ``orphan_sweep`` seconds while the cluster is Ready: a job's teardown gives up on a cluster
   after its ``teardown_timeout``, which a backlog of deletes in the skylet's queue can exceed
@@ -42,7 +45,7 @@ from typing import Any
 
 from temporalio import activity
 
-from skyshift.activities import held_starts
+from skyshift.activities import held_starts, identity
 from skyshift.activities.clusters import (
     ClusterContext,
     Seen,
@@ -55,7 +58,9 @@ from skyshift.activities.clusters import (
 from skyshift.activities.job_view import tell_drift, workflow_holds
 from skyshift.activities.store import update_status
 from skyshift.activities.trust import check_job_request, check_name, check_uid, untrusted
-from skyshift.compat.errors import CompatError, Transient
+from skyshift.compat.base import cluster_identity
+from skyshift.compat.errors import CompatError, Permanent, Transient, Unsupported
+from skyshift.compat.errors import NotFound as NotFoundCompat
 from skyshift.compat.types import ClusterState, ReplicaStatus
 from skyshift.contract import activity_names as act
 from skyshift.contract.jobs import (
@@ -93,6 +98,7 @@ class SyncConfig:
     heartbeat_write: float = 60.0
     orphan_sweep: float = 60.0  # seconds between sweeps for replicas of deleted jobs
     hold_starts: int = 5  # most rounds a start is held back from its job (0: never held)
+    identity_check: float = 30.0  # seconds between checks that no other Cluster is this one
 
 
 def node_dict(r: Resources) -> dict[str, Any]:
@@ -155,6 +161,8 @@ class Syncer:
         self.last_alloc: dict[str, Any] | None = None
         self.last_write = 0.0
         self.gained = False  # the last state() showed capacity freed
+        self.holder = ""  # the older Cluster on the same physical cluster ("" when none)
+        self.checked: float | None = None  # time.monotonic() of the last identity check
 
     async def run(self, inp: SyncInput) -> SyncResult:
         phase, lost = inp.phase, list(inp.lost_jobs)
@@ -171,6 +179,7 @@ class Syncer:
                 )
                 if not state.healthy:
                     raise Transient(state.message or "cluster reports unhealthy")
+                holder = await self._holder(inp)
             except (Transient, TimeoutError, OSError) as exc:
                 down_since = down_since or time.monotonic()
                 if phase != "Error" and time.monotonic() - down_since >= self._lost_after():
@@ -182,6 +191,13 @@ class Syncer:
                 await self._write_cluster(inp, "Error", msg, None)
                 return SyncResult("Error", msg, lost, permanent=True)
             down_since = None
+            if holder:
+                msg = identity.duplicate_message(inp.cluster, holder, self.ctx.identity)
+                if phase != "Error":
+                    return await self._lost(inp, msg, duplicate=True)
+                await self._write_cluster(inp, "Error", msg, None)
+                await self._pause()
+                continue
             first = not self.ctx.primed
             await self._write_cluster(inp, "Ready", "", state)
             if self._sweep_due(first, phase):
@@ -230,8 +246,24 @@ class Syncer:
         listing = await manager.replicas()
         return await manager.state(), listing
 
-    async def _lost(self, inp: SyncInput, why: str) -> SyncResult:
-        msg = f"cluster {inp.cluster} unreachable for more than {self._lost_after():g}s: {why}"
+    async def _holder(self, inp: SyncInput) -> str:
+        """The older Cluster reaching the same physical cluster, checked every
+        ``identity_check`` seconds (see ``activities.identity``)."""
+        now = time.monotonic()
+        if self.checked is None or now - self.checked >= self.cfg.identity_check:
+            try:
+                self.ctx.identity = await cluster_identity(self.ctx.manager)
+            except (Permanent, Unsupported, NotFoundCompat) as exc:  # cannot tell: not a reason
+                log.warning("cluster %s: no identity (%s)", inp.cluster, exc)  # to refuse it
+                self.ctx.identity = ""
+            self.holder = await identity.claim(self.acts.store, inp.cluster, inp.uid,
+                                               self.ctx.identity)
+            self.checked = now
+        return self.holder
+
+    async def _lost(self, inp: SyncInput, why: str, duplicate: bool = False) -> SyncResult:
+        msg = why if duplicate else (
+            f"cluster {inp.cluster} unreachable for more than {self._lost_after():g}s: {why}")
         log.warning(msg)
         await self._write_cluster(inp, "Error", msg, None)
         event = ClusterEvent(inp.cluster, "lost", msg)

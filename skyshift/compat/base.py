@@ -62,6 +62,20 @@ class ClusterManager(Protocol):
         no such operation, NotFound for an unknown replica."""
 
 
+async def cluster_identity(manager: ClusterManager) -> str:
+    """What physical cluster the adapter reached, as a string two adapters on the same one
+    agree on ("k8:kube-system=<uid>", "slurm:<ClusterName>@<controller>", "ray:<session>",
+    "local:<host>:<state_dir>"); "" for a manager that cannot tell.
+
+    Optional (``identity()`` on the adapter), so it is not part of the protocol: the skylet
+    uses it to refuse a second Cluster object on a cluster another one already has (two names
+    for one cluster count its capacity twice). Raises what the adapter's calls raise."""
+    identity = getattr(manager, "identity", None)
+    if identity is None:
+        return ""
+    return str(await identity())
+
+
 ManagerFactory = Callable[[str, dict[str, Any]], ClusterManager]
 
 # manager name -> "module:attribute" of a class or function taking (name, config)

@@ -123,6 +123,9 @@ class KubernetesManager(KubeServices):
         if threads is not None:
             threads.shutdown(wait=False)
 
+    async def identity(self) -> str:
+        return await self._call(self._identity)
+
     async def state(self) -> ClusterState:
         return await self._call(self._state)
 
@@ -230,6 +233,18 @@ class KubernetesManager(KubeServices):
         query = {"resourceVersion": rv, "allowWatchBookmarks": "true",
                  "timeoutSeconds": str(WATCH_TIMEOUT)}
         return self.api.open_watch("/api/v1/nodes", query, WATCH_TIMEOUT + 30)
+
+    def _identity(self) -> str:
+        """The kube-system namespace's UID (made once per cluster, never reused), so two
+        contexts or URLs for one cluster agree; the apiserver URL when it cannot be read."""
+        server = str(self.api.configuration().host or "").rstrip("/")
+        try:
+            ns = self.api.request("GET", "/api/v1/namespaces/kube-system",
+                                  what="get namespace kube-system")
+        except (Permanent, NotFound):  # e.g. no right to read it
+            return f"k8:server={server}"
+        uid = (ns.get("metadata") or {}).get("uid")
+        return f"k8:kube-system={uid}" if uid else f"k8:server={server}"
 
     def _state(self) -> ClusterState:
         # Replicas are listed before the state (see the sync loop): a pod the replica cache

@@ -54,6 +54,7 @@ import math
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -145,6 +146,11 @@ class LocalManager:
         self._prepared = False
 
     # ---- ClusterManager -------------------------------------------------------------------
+
+    async def identity(self) -> str:
+        """This machine and the state directory: two local clusters sharing one state_dir
+        would each see (and sweep) the other's replicas."""
+        return f"local:{socket.gethostname()}:{os.path.realpath(self.config.state_dir)}"
 
     async def connect(self) -> None:
         self._check_online()

@@ -47,7 +47,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -156,6 +158,19 @@ class RayManager:
         self._client = await self._call(
             "connect", lambda: JobSubmissionClient(self.config.address,
                                                    create_cluster_if_needed=False))
+
+    async def identity(self) -> str:
+        """The head's session (``session_name`` of the dashboard's /api/version: new each
+        time a Ray cluster starts), so two addresses of one head agree; else the address."""
+
+        def version() -> dict[str, Any]:
+            url = f"{self.config.address}/api/version"
+            with urllib.request.urlopen(url, timeout=self.config.request_timeout) as resp:
+                doc = json.loads(resp.read())
+            return doc if isinstance(doc, dict) else {}
+
+        session = (await self._call("version", version)).get("session_name")
+        return f"ray:session={session}" if session else f"ray:address={self.config.address}"
 
     async def close(self) -> None:
         for task in list(self._background):

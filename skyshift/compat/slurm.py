@@ -154,6 +154,20 @@ _RESOLVE_SH = 'cd && mkdir -p -- "$1" && cd -- "$1" && pwd -P'
 _LOGS_MISSING = 44
 
 
+def controller_identity(config_text: str) -> str:
+    """``slurm:<ClusterName>@<host>:<port>`` from ``scontrol show config`` output."""
+    values: dict[str, str] = {}
+    for line in config_text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values.setdefault(key.strip(), value.strip())
+    host = values.get("SlurmctldHost[0]") or values.get("SlurmctldHost") or values.get(
+        "ControlMachine", "")
+    host = host.split("(")[0].strip()
+    return (f"slurm:{values.get('ClusterName', '')}@{host}:"
+            f"{values.get('SlurmctldPort', '')}")
+
+
 class SlurmManager:
     """ClusterManager over Slurm commands (see the module docstring)."""
 
@@ -216,6 +230,11 @@ class SlurmManager:
             )
         self.partition = self.config.partition or default
         self._connected = True
+
+    async def identity(self) -> str:
+        """The controller: ClusterName and SlurmctldHost/SlurmctldPort of ``scontrol show
+        config``, which every login node and slurm.conf path to one cluster agree on."""
+        return controller_identity(await self._cmd(["scontrol", "show", "config"]))
 
     async def close(self) -> None:
         self._connected = False

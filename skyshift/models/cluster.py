@@ -139,6 +139,9 @@ class ClusterStatus(StrictModel):
     # what the cluster's manager reports about itself (e.g. slurm/partition); placement filters
     # see them beside metadata.labels, which win on a clash
     labels: dict[str, str] = Field(default_factory=dict)
+    # the physical cluster the adapter reached (compat.base.cluster_identity); a second Cluster
+    # with the same one is held in Error so no capacity is counted twice
+    identity: str = ""
     lastHeartbeat: str | None = None
     observedGeneration: int = 0
     conditions: list[Condition] = Field(default_factory=list)
