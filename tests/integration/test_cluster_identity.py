@@ -12,7 +12,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
 from temporalio.testing import ActivityEnvironment
 
 from skyshift.activities.clusters import ClusterContext
