@@ -185,9 +185,11 @@ def test_all_contexts_dry_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 async def test_skyctl_attaches_one_context(k8: K8sE2E) -> None:
     """``skyctl create cluster NAME --manager k8 --config KUBECONFIG --context CTX`` attaches
-    that context's cluster (runs first: nothing else uses the clusters yet). The CLI writes
-    ``spec.config_path``/``spec.context``; ``manager_config`` once dropped them and the adapter
-    fell back to the default kubeconfig."""
+    that context's cluster. The CLI writes ``spec.config_path``/``spec.context``;
+    ``manager_config`` once dropped them and the adapter fell back to the default kubeconfig.
+    sim-k8s-3 is attached already (as ``sim-k8s-3``), so the new name reaches a physical
+    cluster another Cluster has (issue 31): it must end in Error naming sim-k8s-3, with
+    sim-k8s-3's identity (the context was honoured) and no capacity of its own."""
     sim = k8.sims["sim-k8s-3"]
     name = f"one-{k8.run_id}"
     made = await k8.skyctl("create", "cluster", name, "--manager", "k8", "--config",
@@ -196,8 +198,31 @@ async def test_skyctl_attaches_one_context(k8: K8sE2E) -> None:
     try:
         obj = await k8.phase("clusters", name, "Ready", "Error", timeout=90)
         status = obj["status"]
-        assert status["phase"] == "Ready", status.get("message")
-        assert sorted(status["allocatable"]) == [f"sim-k8s-3-node-{i}" for i in range(2)]
+        assert status["phase"] == "Error", status
+        assert "same physical cluster as cluster sim-k8s-3" in status["message"], status
+        held = await k8.get("clusters", "sim-k8s-3")
+        assert held is not None and held["status"]["phase"] == "Ready"
+        assert status["identity"] == held["status"]["identity"] != ""
+        assert not status.get("allocatable")
+    finally:
+        await k8.delete("clusters", name)
+        await k8.gone("clusters", name, timeout=120)
+
+
+async def test_skyctl_attaches_by_name_like_the_original(k8: K8sE2E) -> None:
+    """Issue 31: without --context the original took the cluster's name as its context. A
+    name no context has, in a kubeconfig of several, is refused with the contexts listed
+    (it used to take the current context, i.e. sim-k8s-1 a second time)."""
+    sim = k8.sims["sim-k8s-1"]
+    name = f"byname-{k8.run_id}"
+    made = await k8.skyctl("create", "cluster", name, "--manager", "k8", "--config",
+                           str(sim.kubeconfig))
+    assert made.returncode == 0, made.stderr
+    try:
+        obj = await k8.phase("clusters", name, "Ready", "Error", timeout=90)
+        message = obj["status"]["message"]
+        assert obj["status"]["phase"] == "Error", obj["status"]
+        assert "--context" in message and all(c in message for c in k8.sims), message
     finally:
         await k8.delete("clusters", name)
         await k8.gone("clusters", name, timeout=120)
