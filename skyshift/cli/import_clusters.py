@@ -72,6 +72,30 @@ def context_manifest(name: str, kubeconfig: Path, context: str,
     return manifests.validated(manifest)
 
 
+def context_by_name(name: str, flags: dict[str, Any]) -> dict[str, Any]:
+    """``create cluster NAME --manager k8 --config KUBECONFIG`` without ``--context``: the
+    context named NAME, as in the original SkyShift (issue 31: taking the current context
+    attached one cluster under two names). Several contexts and none named NAME is refused
+    here, listing them; a kubeconfig this machine cannot read is left to the skylet, whose
+    adapter applies the same rule (``compat.kubernetes_api.resolve_context``)."""
+    if (str(flags.get("manager") or "k8").lower() not in ("k8", "k8s", "kubernetes")
+            or flags.get("provision") or flags.get("kube_context")
+            or not flags.get("config_path")):
+        return flags
+    path = Path(str(flags["config_path"])).expanduser()
+    try:
+        contexts = kubeconfig_contexts(path) if path.is_file() else []
+    except UsageProblem:
+        return flags
+    if name in contexts:
+        return {**flags, "kube_context": name}
+    if len(contexts) > 1:
+        raise UsageProblem(
+            f"kubeconfig {path} has {len(contexts)} contexts ({', '.join(contexts)}) and none "
+            f"is named {name}: say which one with --context (or --all-contexts for all)")
+    return flags
+
+
 def import_all(state: CliState, prefix: str | None, dry_run: bool, flags: dict[str, Any]) -> None:
     if str(flags.get("manager") or "k8").lower() not in ("k8", "k8s", "kubernetes"):
         raise UsageProblem("--all-contexts attaches Kubernetes clusters: use --manager k8")
@@ -135,7 +159,7 @@ def _wrap(original: click.Command) -> click.Command:
             return import_all(state, name, bool(flags.pop("dry_run", False)), flags)
         if not name:
             raise click.UsageError("Missing argument 'NAME' (or pass --all-contexts).", ctx)
-        return ctx.invoke(callback, name=name, **flags)
+        return ctx.invoke(callback, name=name, **context_by_name(name, flags))
 
     help_text = inspect.cleandoc(original.help or "").rstrip() + (
         "\n\n\b\nEvery context of a kubeconfig at once:\n"

@@ -211,13 +211,18 @@ async def test_skyctl_attaches_one_context(k8: K8sE2E) -> None:
 
 async def test_skyctl_attaches_by_name_like_the_original(k8: K8sE2E) -> None:
     """Issue 31: without --context the original took the cluster's name as its context. A
-    name no context has, in a kubeconfig of several, is refused with the contexts listed
-    (it used to take the current context, i.e. sim-k8s-1 a second time)."""
+    name no context has, in a kubeconfig of several, is refused with the contexts listed (it
+    used to take the current context, i.e. sim-k8s-1 a second time): by skyctl at once, and
+    by the skylet for a Cluster created through the API."""
     sim = k8.sims["sim-k8s-1"]
     name = f"byname-{k8.run_id}"
-    made = await k8.skyctl("create", "cluster", name, "--manager", "k8", "--config",
-                           str(sim.kubeconfig))
-    assert made.returncode == 0, made.stderr
+    refused = await k8.skyctl("create", "cluster", name, "--manager", "k8", "--config",
+                              str(sim.kubeconfig))
+    assert refused.returncode == 2, (refused.stdout, refused.stderr)
+    assert "--context" in refused.stderr and all(c in refused.stderr for c in k8.sims)
+    assert await k8.get("clusters", name) is None
+    await k8.api.create({"kind": "Cluster", "metadata": {"name": name},
+                         "spec": {"manager": "k8", "config_path": str(sim.kubeconfig)}})
     try:
         obj = await k8.phase("clusters", name, "Ready", "Error", timeout=90)
         message = obj["status"]["message"]

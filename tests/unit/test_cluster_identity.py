@@ -3,9 +3,14 @@ controller's identity from ``scontrol show config`` (issue 31)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import yaml
+from click.testing import CliRunner
+
 from skyshift.activities.identity import holder_of
+from skyshift.cli.main import cli
 from skyshift.compat.slurm import controller_identity
 
 
@@ -42,3 +47,31 @@ SlurmctldPort           = 6817
     assert controller_identity(text) == "slurm:slurm1@box:6817"
     other = text.replace("6817", "6917").replace("slurm1", "slurm2")
     assert controller_identity(other) != controller_identity(text)
+
+
+def test_skyctl_takes_the_context_named_like_the_cluster(tmp_path: Path) -> None:
+    """``skyctl create cluster sim-k8s-2 --config KUBECONFIG`` records the context sim-k8s-2;
+    a name no context has, with several contexts, is refused listing them (issue 31)."""
+    doc = {"apiVersion": "v1", "kind": "Config", "clusters": [], "users": [],
+           "current-context": "sim-k8s-1",
+           "contexts": [{"name": n, "context": {"cluster": n, "user": n}}
+                        for n in ("sim-k8s-1", "sim-k8s-2")]}
+    path = tmp_path / "kc.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    runner = CliRunner()
+    made = runner.invoke(cli, ["create", "cluster", "sim-k8s-2", "--config", str(path),
+                               "--dry-run"])
+    assert made.exit_code == 0, made.output
+    assert yaml.safe_load(made.output)["spec"]["context"] == "sim-k8s-2"
+    refused = runner.invoke(cli, ["create", "cluster", "other", "--config", str(path),
+                                  "--dry-run"])
+    assert refused.exit_code == 2, refused.output
+    assert "sim-k8s-1, sim-k8s-2" in refused.output and "--context" in refused.output
+    explicit = runner.invoke(cli, ["create", "cluster", "other", "--config", str(path),
+                                   "--context", "sim-k8s-1", "--dry-run"])
+    assert yaml.safe_load(explicit.output)["spec"]["context"] == "sim-k8s-1"
+    single = tmp_path / "one.yaml"
+    single.write_text(yaml.safe_dump({**doc, "contexts": doc["contexts"][:1]}))
+    alone = runner.invoke(cli, ["create", "cluster", "other", "--config", str(single),
+                                "--dry-run"])
+    assert alone.exit_code == 0, alone.output  # the only context: the adapter takes it
