@@ -8,6 +8,7 @@ real adapters; only Temporal's client is a fake, as nothing is signalled here).
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -121,3 +122,19 @@ async def test_two_clusters_on_one_slurmctld(store: ObjectStore, slurm_clusters:
     uid = await add_cluster(store, "other", "slurm")
     other = create_manager("other", "slurm", slurm_clusters[1].adapter_config(tmp_path / "c"))
     assert (await sync_once(store, "other", uid, other)).phase == "Ready"
+
+
+async def test_two_local_clusters_attached_at_once_end_with_one_ready(store: ObjectStore,
+                                                                      tmp_path: Path):
+    """Both skylets write the identity, then read the others': whatever the interleaving, by
+    the next check the older one is Ready and the younger one in Error."""
+    config = local_config(tmp_path / "shared")
+    uids = {n: await add_cluster(store, n, "local") for n in ("older", "younger")}
+    first = await asyncio.gather(*(
+        sync_once(store, n, uids[n], create_manager(n, "local", config)) for n in uids))
+    second = await asyncio.gather(*(
+        sync_once(store, n, uids[n], create_manager(n, "local", config), phase=r.phase)
+        for n, r in zip(uids, first, strict=True)))
+    phases = {n: (await store.get("clusters", n))["status"]["phase"] for n in uids}
+    assert phases == {"older": "Ready", "younger": "Error"}, (first, second)
+    assert second[0].phase == "Ready" and second[1].phase == "Error"
