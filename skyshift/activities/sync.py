@@ -179,7 +179,8 @@ class Syncer:
                 )
                 if not state.healthy:
                     raise Transient(state.message or "cluster reports unhealthy")
-                holder = await self._holder(inp)
+                holder = await heartbeating(
+                    asyncio.wait_for(self._holder(inp), self._call_timeout()), every=1.0)
             except (Transient, TimeoutError, OSError) as exc:
                 down_since = down_since or time.monotonic()
                 if phase != "Error" and time.monotonic() - down_since >= self._lost_after():
@@ -253,8 +254,9 @@ class Syncer:
         if self.checked is None or now - self.checked >= self.cfg.identity_check:
             try:
                 self.ctx.identity = await cluster_identity(self.ctx.manager)
-            except (Permanent, Unsupported, NotFoundCompat) as exc:  # cannot tell: not a reason
-                log.warning("cluster %s: no identity (%s)", inp.cluster, exc)  # to refuse it
+            except (Permanent, Unsupported, NotFoundCompat) as exc:
+                # a cluster that cannot tell what it is is not refused for that
+                log.warning("cluster %s: no identity (%s)", inp.cluster, exc)
                 self.ctx.identity = ""
             self.holder = await identity.claim(self.acts.store, inp.cluster, inp.uid,
                                                self.ctx.identity)
