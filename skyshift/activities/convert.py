@@ -188,35 +188,57 @@ def counts_of(updates: list[ReplicaUpdate]) -> dict[str, int]:
 TRIM_ORDER = ("Unknown", "Failed", "Pending", "Succeeded", "Running")  # dropped first to last
 
 
-def cap_counts(per_cluster: dict[str, Any], desired: int, first: str | None = None) -> bool:
+def _trim(counts: dict[str, Any], excess: int) -> int:
+    """Take up to ``excess`` off ``counts`` (in place), least telling states first; returns
+    what is still to take."""
+    for state in TRIM_ORDER:
+        take = min(excess, int(counts.get(state, 0)))
+        if take > 0:
+            counts[state] = int(counts[state]) - take
+            excess -= take
+    return excess
+
+
+def cap_counts(per_cluster: dict[str, Any], desired: int, first: str | None = None,
+               placement: dict[str, Any] | None = None) -> bool:
     """Trim ``status.replicaStatus`` in place so it counts at most ``desired`` replicas; True
     when something was trimmed.
 
     The counts come from each cluster's skylet, and nothing forces them to add up: two
     Cluster objects attached to one physical cluster both listed its pods (issue 31: a
-    6-replica job reported "8 replicas started"), and a replica that moved away may still be
-    counted where it was. So the total is bounded here, where it is written: the excess comes
-    off ``first`` (the cluster being written, whose report made the total too large) and then
-    the others by name, the least telling states first (Unknown, Failed, Pending, then
+    6-replica job reported "8 replicas started"), and a cluster that was lost keeps the counts
+    it last wrote while its replicas start elsewhere. So the total is bounded where it is
+    written. The excess comes off, in turn: clusters the job's ``placement`` no longer names
+    (stale counts), what a cluster counts beyond its share of the placement, then ``first``
+    (the cluster being written, whose report made the total too large) and the others by
+    name. Within a cluster the least telling states go first (Unknown, Failed, Pending, then
     Succeeded, Running last). A cluster left with nothing is dropped."""
     desired = max(desired, 0)
     excess = sum(sum(int(v) for v in c.values()) for c in per_cluster.values()) - desired
     if excess <= 0:
         return False
-    order = sorted(per_cluster, key=lambda name: (name != first, name))
-    for name in order:
+    shares = {str(k): int(v) for k, v in (placement or {}).items()
+              if isinstance(v, int) and not isinstance(v, bool)}
+    passes: list[tuple[str, int]] = []  # (cluster, the most to leave it) in order
+    if shares:
+        passes += [(name, 0) for name in sorted(per_cluster) if name not in shares]
+        passes += [(name, shares[name]) for name in sorted(per_cluster) if name in shares]
+    passes += [(name, 0) for name in sorted(per_cluster, key=lambda n: (n != first, n))]
+    for name, keep in passes:
+        if excess <= 0:
+            break
+        if name not in per_cluster:
+            continue
         counts = dict(per_cluster[name])
-        for state in TRIM_ORDER:
-            take = min(excess, int(counts.get(state, 0)))
-            if take > 0:
-                counts[state] = int(counts[state]) - take
-                excess -= take
+        over = sum(int(v) for v in counts.values()) - keep
+        if over <= 0:
+            continue
+        take = min(excess, over)
+        excess -= take - _trim(counts, take)
         if any(counts.values()):
             per_cluster[name] = counts
         else:
             del per_cluster[name]
-        if excess <= 0:
-            break
     return True
 
 
@@ -237,7 +259,7 @@ def merge_counts(obj: Obj, cluster: str, counts: dict[str, int]) -> Obj | None:
     else:
         per_cluster[cluster] = dict(counts)
     desired = desired_replicas(obj)
-    cap_counts(per_cluster, desired, cluster)
+    cap_counts(per_cluster, desired, cluster, status.get("placement"))
     changed = per_cluster != before
     started = sum(c.get("Running", 0) + c.get("Succeeded", 0) for c in per_cluster.values())
     if status.get("phase", "Pending") in ("Pending", "Scheduled") and started >= desired > 0:

@@ -58,7 +58,8 @@ def apply_job_patch(obj: Obj, patch: JobStatusPatch) -> Obj | None:
         status["placement"] = dict(patch.placement)
     if patch.replica_status is not None:
         status["replicaStatus"] = {c: dict(v) for c, v in patch.replica_status.items()}
-        cap_counts(status["replicaStatus"], desired_replicas(obj))  # never more than spec
+        # never more than spec.replicas
+        cap_counts(status["replicaStatus"], desired_replicas(obj), None, status.get("placement"))
     if patch.restarts is not None:
         status["restarts"] = patch.restarts
     if patch.observed_generation is not None:

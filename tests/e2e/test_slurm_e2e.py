@@ -539,9 +539,15 @@ async def test_controller_down_fails_over_to_local_and_cleans_up(e2e: E2E) -> No
     except AssertionError:
         raise AssertionError(f"replicaStatus still counts the replicas that moved away from "
                              f"e2e-slurm2 (now on local): {seen[0]}") from None
-    # the adapter forgot the moved replicas too (their records were removed)
+    # the adapter forgot the moved replicas too (their records were removed). Waited for:
+    # replicaStatus no longer counts them as soon as local reports (counts are capped at
+    # spec.replicas, stale clusters first), which can be before e2e-slurm2's sweep is done
     workdir = sim.root / "work" / f"e2e-{e2e.run_id}-e2e-slurm2"
-    assert not [p.name for p in workdir.glob(f"{name}-*.job")]
+
+    async def forgotten() -> bool:
+        return not [p.name for p in workdir.glob(f"{name}-*.job")]
+
+    await e2e.wait("the moved replicas' records removed", forgotten, timeout=30)
     await e2e.delete("jobs", name)
     await e2e.gone("jobs", name)
     await e2e.delete("clusters", "e2e-slurm2")

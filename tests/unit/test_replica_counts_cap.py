@@ -71,3 +71,21 @@ def test_job_workflow_patch_is_capped_too() -> None:
                            replica_status={"a": counts(Succeeded=2), "b": counts(Succeeded=2)})
     apply_job_patch(obj, patch)
     assert total(obj["status"]) == 2
+
+
+def test_failover_trims_the_cluster_no_longer_placed() -> None:
+    """A lost cluster keeps the counts it last wrote; the replicas that replaced them on the
+    cluster the job moved to are the ones counted (the slurm e2e's failover to local)."""
+    obj = job(2, phase="Running", placement={"local": 2},
+              replicaStatus={"e2e-slurm2": counts(Running=2)})
+    merge_counts(obj, "local", counts(Running=2))
+    assert obj["status"]["replicaStatus"] == {"local": counts(Running=2)}
+
+
+def test_a_cluster_beyond_its_share_is_trimmed_first() -> None:
+    """Two names for one cluster, placed 4+2: the second lists all six pods as its own."""
+    obj = job(6, phase="Scheduled", placement={"a": 4, "b": 2},
+              replicaStatus={"a": counts(Running=4)})
+    merge_counts(obj, "b", counts(Running=6))
+    assert obj["status"]["replicaStatus"] == {"a": counts(Running=4), "b": counts(Running=2)}
+    assert obj["status"]["message"] == "6 replicas started"
