@@ -10,9 +10,10 @@ Each replica is ``/bin/sh -c <run>`` with ``envs`` plus ``SKYSHIFT_JOB``, ``SKYS
 passed through from the worker; the rest of the worker's environment, which may hold credentials,
 is not). With ``run_as`` in the config the command runs as that user, not as the skylet's
 (:mod:`skyshift.compat.local_user`); with ``namespace_users`` as well, each namespace runs as a
-user of its own and sees only its own processes (:mod:`skyshift.compat.local_tenants`). There is no container engine here: ``image`` is ignored and
-resources are accounted, not enforced. Replicas share the host's ports, so each declared port
-gets a free host port of its own, kept for the replica's life: ``SKYSHIFT_PORT_<port>`` (and
+user of its own and sees only its own processes (:mod:`skyshift.compat.local_tenants`).
+There is no container engine here: ``image`` is ignored and resources are accounted, not
+enforced. Replicas share the host's ports, so each declared port gets a free host port of its
+own, kept for the replica's life: ``SKYSHIFT_PORT_<port>`` (and
 ``SKYSHIFT_PORT`` for the first one) say which to listen on; services balance over those
 (:mod:`skyshift.compat.local_lb`).
 

@@ -5,7 +5,8 @@ The local manager does not measure the machine: an operator declares what SkyShi
 ``accelerators``), and optionally ``nodes`` to split it evenly into several equal nodes so that
 placement and spreading can be exercised on one machine. ``run_as`` (a user name) and
 ``work_root`` (where that user's working directories go) are explained in
-:mod:`skyshift.compat.local_user`, ``namespace_users`` in :mod:`skyshift.compat.local_tenants`. Kept apart from the adapter so a bad config fails at
+:mod:`skyshift.compat.local_user`, ``namespace_users`` in
+:mod:`skyshift.compat.local_tenants`. Kept apart from the adapter so a bad config fails at
 construction with a ``Permanent`` error that names the field.
 """
 
