@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from skyshift.compat.local_user import default_work_root
 from skyshift.config import Settings
-from skyshift.devstack import health, procs
+from skyshift.devstack import firewall, health, procs
 from skyshift.devstack.components import (
     LOOPBACK,
     Component,
@@ -313,7 +313,7 @@ def up(
 class Stopped:
     name: str
     pid: int | None
-    outcome: str  # stopped | killed | not running | stale pid file
+    outcome: str  # stopped | killed | not running | stale pid file | removed
 
 
 def _components_for(home: Path) -> tuple[StackState | None, list[Component]]:
@@ -345,6 +345,9 @@ def down(home: Path, purge: bool = False, grace: float = DEFAULT_GRACE) -> list[
         if state is not None:
             state.components = records
             state.save()
+        if firewall.remove(home):
+            out.append(Stopped(f"firewall table inet {firewall.table_name(home)}", None,
+                               "removed"))
         if purge:
             if replicas := stop_replicas(home / "clusters", grace):
                 out.append(Stopped(f"{replicas} local replicas", None, "stopped"))

@@ -150,12 +150,13 @@ def test_a_local_cluster_attached_without_run_as_is_updated(tmp_path: Path) -> N
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         assert attach_local_cluster(url, tmp_path, run_as=RUN_USER) == (
-            f"updated to run replicas as {RUN_USER}"
+            f"updated to run replicas as {RUN_USER} (a user per namespace)"
         )
         assert attach_local_cluster(url, tmp_path, run_as=RUN_USER) == "already attached"
         assert attach_local_cluster(url, tmp_path) == "already attached"
     finally:
         server.shutdown()
     [put] = puts
-    assert put["spec"]["config"] == {"state_dir": "/old", "nodes": 2, "run_as": RUN_USER}
+    assert put["spec"]["config"] == {"state_dir": "/old", "nodes": 2, "run_as": RUN_USER,
+                                     "namespace_users": True}
     assert put["metadata"]["resourceVersion"] == "7" and "status" not in put
