@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -29,6 +30,7 @@ import httpx
 import pytest
 
 from skyshift.compat.local_lb import LocalBalancer
+from skyshift.compat.local_lb_run import LB_USER
 from skyshift.devstack.local import local_state_dir
 from tests.fixtures.auth import admin_password
 from tests.fixtures.stack import DevStack, stack_up
@@ -183,6 +185,8 @@ def test_a_tenants_job_reaches_neither_the_control_plane_nor_another_tenant(
     while not sock.exists() and time.monotonic() < end:
         time.sleep(0.5)
     assert sock.exists(), "HAProxy did not start for the service"
+    lb_pid = int((sock.parent / "haproxy.pid").read_text())
+    assert Path(f"/proc/{lb_pid}").stat().st_uid == pwd.getpwnam(LB_USER).pw_uid  # not root
     assert token in workfile.read_text()  # control: the file is there for whoever may read it
     ports = stack_ports(stack)
 
