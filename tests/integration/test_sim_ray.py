@@ -41,6 +41,10 @@ def test_up_prints_the_attach_line_and_down_stops_everything() -> None:
         assert cluster.jobs_api_ready()
         pids = cluster.processes()
         assert pids
+        if os.geteuid() == 0:  # issue 26: never root, so neither are the jobs' entrypoints
+            uids = {pid: _uid(pid) for pid in pids}
+            assert 0 not in uids.values(), uids
+            assert cluster.user == "skyshift-run"
         status = sim(home, "status")
         assert f"r1: running on {cluster.address} (Jobs API ready" in status.stdout
         again = sim(home, "up", "--clusters", "1", "--cpus", "1")
@@ -62,3 +66,11 @@ def _zombie(pid: int) -> bool:
     except OSError:
         return True
     return raw[raw.rindex(")") + 2:].split()[0] in ("Z", "X")
+
+
+def _uid(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return -1  # gone meanwhile
+    return int(status.split("Uid:")[1].split()[0])
