@@ -56,13 +56,17 @@ class RunAs:
     setpriv: str = ""
     per_namespace: bool = False  # namespace_users: for_namespace() gives each its own user
     prefix: tuple[str, ...] = ()  # what starts the command before setpriv (a private /proc)
+    no_new_privs: bool = False  # no setuid/setgid program may change the job's uid or group
 
     def command(self, argv: list[str]) -> list[str]:
         """``argv`` started as this user (the caller stays who it is)."""
         if not self.drop:
             return list(argv)
+        # with namespace users no setuid or setgid program may change the job's uid or group
+        # (the firewall matches the group): no_new_privs for everything the job starts
+        nnp = ["--no-new-privs"] if self.no_new_privs else []
         return [*self.prefix, self.setpriv, f"--reuid={self.uid}", f"--regid={self.gid}",
-                "--init-groups", "--", *argv]  # fmt: skip
+                "--init-groups", *nnp, "--", *argv]  # fmt: skip
 
     def for_namespace(self, namespace: str) -> RunAs:
         """Who the replicas of ``namespace`` run as: this user, or with ``per_namespace`` the
@@ -72,7 +76,7 @@ class RunAs:
         entry = local_tenants.ensure_user(self.name, self.gid, namespace)
         groups = tuple(os.getgrouplist(entry.pw_name, entry.pw_gid))
         return RunAs(entry.pw_name, entry.pw_uid, entry.pw_gid, groups, drop=True,
-                     setpriv=self.setpriv, prefix=self.prefix)
+                     setpriv=self.setpriv, prefix=self.prefix, no_new_privs=self.no_new_privs)
 
     def env(self, env: dict[str, str], workdir: Path) -> dict[str, str]:
         """The replica's environment as this user sees it: its own HOME, USER and LOGNAME."""
@@ -134,7 +138,7 @@ def resolve(cluster: str, run_as: str | None, per_namespace: bool = False) -> Ru
         )
     prefix = tuple(local_tenants.private_proc_prefix(setpriv)) if per_namespace else ()
     return RunAs(run_as, entry.pw_uid, entry.pw_gid, groups, drop=True, setpriv=setpriv,
-                 per_namespace=per_namespace, prefix=prefix)
+                 per_namespace=per_namespace, prefix=prefix, no_new_privs=per_namespace)
 
 
 def default_work_root(cluster: str, state_dir: Path) -> Path:

@@ -86,7 +86,8 @@ def test_user_names_are_per_namespace_and_fit_useradd() -> None:
 async def test_namespaces_run_as_different_users_of_one_group(
     tenants: LocalManager, run_user: str
 ) -> None:
-    script = 'echo "uid=$(id -u)"; echo "gid=$(id -g)"'
+    script = ('echo "uid=$(id -u)"; echo "gid=$(id -g)"; '
+              'echo "nnp=$(grep NoNewPrivs /proc/self/status | cut -f2)"')
     a = await probe(tenants, "team-a", script)
     b = await probe(tenants, "team-b", script)
     again = await probe(tenants, "team-a", script)
@@ -94,6 +95,7 @@ async def test_namespaces_run_as_different_users_of_one_group(
     assert a["uid"] != b["uid"] and "0" not in (a["uid"], b["uid"])
     assert again["uid"] == a["uid"]
     assert a["gid"] == b["gid"] == str(group)
+    assert a["nnp"] == "1"  # no setgid program can take the job out of the firewall's group
     assert pwd.getpwuid(int(a["uid"])).pw_name == local_tenants.user_name(run_user, "team-a")
 
 
