@@ -90,7 +90,7 @@ def head_prefix(home: Path) -> tuple[str, list[str]]:
     stage = home / ".mnt"
     stage.mkdir(mode=0o700, exist_ok=True)
     prefix = [*mount_prefix(stage, hidden_ancestors(user)), setpriv, f"--reuid={user.pw_uid}",
-              f"--regid={user.pw_gid}", "--init-groups", "--"]  # fmt: skip
+              f"--regid={user.pw_gid}", "--init-groups", "--no-new-privs", "--"]  # fmt: skip
     check = subprocess.run(
         [*prefix, sys.executable, "-c",
          # Ray's head starts its workers with sys.executable: that must run too

@@ -174,18 +174,31 @@ def test_a_tenants_job_reaches_neither_the_control_plane_nor_another_tenant(
     token = f"tok-{uuid.uuid4().hex}"
     victim_job = submit(tenants, "bob", "iso-b", f"echo {token} >secret; exec sleep 600",
                         envs={"VICTIM_TOKEN": token}, ports=[8080], labels={"app": "victim"})
-    svc = {"kind": "Service", "metadata": {"name": "victim"},
+    service = f"victim-{token[4:10]}"  # its address comes from its name: one per run
+    svc = {"kind": "Service", "metadata": {"name": service},
            "spec": {"selector": {"app": "victim"}, "ports": [{"port": 80, "targetPort": 8080}]}}
     ok(tenants.http.post("/iso-b/services", json=svc, headers=bearer(tenants, "bob")))
+    try:
+        attack(stack, tenants, token, victim_job)
+    finally:  # `skyshift down` leaves services' HAProxy running: delete it now
+        tenants.http.delete(f"/iso-b/services/{service}", headers=bearer(tenants, "bob"))
+        tenants.http.delete(f"/iso-b/jobs/{victim_job}", headers=bearer(tenants, "bob"))
+        end = time.monotonic() + 30
+        while (tenants.http.get(f"/iso-b/services/{service}", headers=bearer(tenants, "bob"))
+               .status_code != 404 and time.monotonic() < end):
+            time.sleep(0.5)
+
+
+def attack(stack: DevStack, tenants: Tenants, token: str, victim_job: str) -> None:
     wait_phase(tenants, "bob", "iso-b", victim_job, "Running")
     victim = replica_process(f"VICTIM_TOKEN={token}")
     workfile = Path(os.readlink(f"/proc/{victim}/cwd")) / "secret"
     sock = LocalBalancer("local", local_state_dir(stack.home), "127.0.0.1").sock
-    end = time.monotonic() + 60
-    while not sock.exists() and time.monotonic() < end:
+    pidfile, end = sock.parent / "haproxy.pid", time.monotonic() + 60
+    while not (sock.exists() and pidfile.exists()) and time.monotonic() < end:
         time.sleep(0.5)
-    assert sock.exists(), "HAProxy did not start for the service"
-    lb_pid = int((sock.parent / "haproxy.pid").read_text())
+    assert sock.exists() and pidfile.exists(), "HAProxy did not start for the service"
+    lb_pid = int(pidfile.read_text())
     assert Path(f"/proc/{lb_pid}").stat().st_uid == pwd.getpwnam(LB_USER).pw_uid  # not root
     assert token in workfile.read_text()  # control: the file is there for whoever may read it
     ports = stack_ports(stack)
