@@ -1,10 +1,10 @@
 """Issue 26, attacked from inside: a non-admin user's job on ``skyshift up``'s local cluster tries
 every path to the control plane and to another tenant, and reports what happened.
 
-The stack is the real one (``skyshift up`` as root), the users are
+The stack is the real one (``skyshift up`` as root, metrics on), the users are
 real (invited, registered, each with a role on one namespace), the jobs are submitted through
 the API. The probe connects to each port the stack listens on (Temporal gRPC and UI, the dev
-server's internal ports, etcd client and peer, any other listener of the stack's processes), to
+server's internal ports, etcd client and peer, the API's and workers' metrics listeners), to
 HAProxy's runtime socket,
 and reads another namespace's replica's environment, working file and process. Every verdict
 comes from the probe's own output. The API must answer the same probe (positive control: a
@@ -33,7 +33,7 @@ from skyshift.compat.local_lb import LocalBalancer
 from skyshift.compat.local_lb_run import LB_USER
 from skyshift.devstack.local import local_state_dir
 from tests.fixtures.auth import admin_password
-from tests.fixtures.stack import DevStack, stack_up
+from tests.fixtures.stack import DevStack, free_ports, stack_up
 
 pytestmark = pytest.mark.integration
 PASSWORD = "correct horse battery"
@@ -46,7 +46,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     for tool in ("nft", "bash", "ss", "haproxy"):
         if not shutil.which(tool, path=f"{os.environ.get('PATH', '')}:/usr/sbin"):
             pytest.skip(f"{tool} is not installed (./dev install)")
-    with stack_up(tmp_path_factory.mktemp("iso-home")) as devstack:
+    [metrics] = free_ports(1)  # the API, then the workers on the next two ports
+    env = {"SKYSHIFT_METRICS_ADDRESS": f"127.0.0.1:{metrics}"}
+    with stack_up(tmp_path_factory.mktemp("iso-home"), extra_env=env) as devstack:
         yield devstack
 
 
@@ -145,6 +147,8 @@ def stack_ports(stack: DevStack) -> dict[str, int]:
     for name in ("etcd", "etcd_peer", "temporal", "ui"):
         assert stack.ports[name] in found.values(), (name, found)
     assert len(found) > 4, found  # the dev server's internal ports too
+    metrics = int(stack.extra_env["SKYSHIFT_METRICS_ADDRESS"].rsplit(":", 1)[1])
+    assert {metrics, metrics + 1, metrics + 2} <= set(found.values()), found  # API and workers
     return found
 
 

@@ -86,3 +86,14 @@ def as_group(gid: int, code: str) -> str:
     argv = ["setpriv", "--reuid=65534", f"--regid={gid}", "--clear-groups", "--",
             "/usr/bin/python3", "-c", code]  # fmt: skip
     return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip()
+
+
+def test_each_python_component_gets_its_own_metrics_port(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from skyshift.devstack.components import build_components
+
+    monkeypatch.setenv("SKYSHIFT_METRICS_ADDRESS", "127.0.0.1:9464")
+    got = {c.name: c.env.get("SKYSHIFT_METRICS_ADDRESS")
+           for c in build_components(tmp_path, Ports(), resolve=False)}
+    assert got == {"etcd": None, "temporal": None, "api": "127.0.0.1:9464",
+                   "control": "127.0.0.1:9465", "skylet-manager": "127.0.0.1:9466"}
