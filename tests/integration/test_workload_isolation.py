@@ -31,6 +31,7 @@ import pytest
 
 from skyshift.compat.local_lb import LocalBalancer
 from skyshift.compat.local_lb_run import LB_USER
+from skyshift.devstack import firewall
 from skyshift.devstack.local import local_state_dir
 from tests.fixtures.auth import admin_password
 from tests.fixtures.stack import DevStack, free_ports, stack_up
@@ -49,7 +50,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     [metrics] = free_ports(1)  # the API, then the workers on the next two ports
     env = {"SKYSHIFT_METRICS_ADDRESS": f"127.0.0.1:{metrics}"}
     with stack_up(tmp_path_factory.mktemp("iso-home"), extra_env=env) as devstack:
+        assert firewall.current_ports(devstack.home), "up installed no firewall table"
         yield devstack
+    assert firewall.current_ports(devstack.home) is None, "down left the firewall table"
 
 
 @dataclass
