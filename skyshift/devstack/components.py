@@ -22,7 +22,7 @@ LOOPBACK = "127.0.0.1"
 #: skyshift.contract.names.SEARCH_ATTRIBUTES by name, so `skyshift` starts without importing
 #: temporalio (tests/unit/test_contract.py checks that the two agree)
 SEARCH_ATTRIBUTES = ("SkyShiftKind", "SkyShiftNamespace", "SkyShiftPhase", "SkyShiftCluster")
-# DESIGN.md "Performance budget": WAL + synchronous=normal doubles dev-server throughput.
+# The performance budget: WAL + synchronous=normal doubles dev-server throughput.
 SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
 
 
