@@ -36,10 +36,13 @@ from skyshift.cli.get import get
 from skyshift.cli.groups import CONTEXT_SETTINGS, AliasedGroup
 from skyshift.cli.import_clusters import create  # create cluster [--all-contexts]
 from skyshift.cli.logs import logs
+from skyshift.cli.metadata_cmd import annotate, label
+from skyshift.cli.patch_cmd import patch
 from skyshift.cli.pipelines import COMMANDS as PIPELINE_COMMANDS  # also: create pipeline|schedule
 from skyshift.cli.state import CliState
 from skyshift.cli.status import status
 from skyshift.cli.version import version
+from skyshift.cli.wait_cmd import wait
 from skyshift.client import ApiError
 from skyshift.models import UnknownKind
 
@@ -93,7 +96,7 @@ def cli(ctx: click.Context, server: str | None, context_name: str | None) -> Non
 
 
 for command in (apply, create, get, describe, delete, logs, exec_command, status, config,
-                version):
+                version, wait, label, annotate, patch):
     cli.add_command(command)
 for command in (*PIPELINE_COMMANDS, *AUTH_COMMANDS):
     cli.add_command(command)
