@@ -179,7 +179,8 @@ def test_cluster_create_get_describe_delete(skyctl: Skyctl) -> None:
     skyctl.ok("create", "cluster", name, "--manager", "local", "-l", "zone", "a",
               "--cpus", "4", "--memory", "8")
     table = skyctl.ok("get", "clusters")
-    assert table.lines[0] == ["NAME", "MANAGER", "LABELS", "RESOURCES", "STATUS", "AGE"]
+    assert table.lines[0] == ["NAME", "MANAGER", "LABELS", "RESOURCES", "(USED/TOTAL)", "STATUS",
+                              "AGE"]
     row = next(ln for ln in table.lines if ln[0] == name)
     assert row[1:3] == ["local", "zone=a"] and "Init" in row
     wide = skyctl.ok("get", "cl", name, "-o", "wide")
