@@ -353,6 +353,8 @@ def test_filter_policy_naming_a_missing_cluster_is_created_with_a_warning(skyctl
     run = skyctl.ok("create", "fp", name, "-i", missing)
     assert run.out == f"filterpolicy/{name} created\n"
     assert run.err.startswith("warning: ") and missing in run.err and "does not exist" in run.err
+    # the warning tells the truth: with no included cluster existing, the jobs all wait
+    assert "every job it selects stays Pending until one is created" in run.err
     described = skyctl.ok("describe", "fp", name).out
     assert f"include names clusters that do not exist: {missing}" in described
     assert "every job this policy selects stays Pending" in described
