@@ -16,6 +16,7 @@ from skyshift.cli.cluster_wait import finish, wait_ready
 from skyshift.cli.groups import AliasedGroup
 from skyshift.cli.kinds import NAME
 from skyshift.cli.output import object_ref, to_yaml
+from skyshift.cli.pairs import unique_pairs
 from skyshift.cli.state import CliState, pass_state
 
 PAIR = (str, str)
@@ -59,10 +60,10 @@ def submit(state: CliState, manifest: dict[str, Any], dry_run: bool) -> None:
 @click.argument("name", type=NAME)
 @namespace_option
 @click.option("--labels", "-l", type=PAIR, multiple=True, metavar="KEY VALUE",
-              help="A label (repeatable).")
+              callback=unique_pairs, help="A label (repeatable).")
 @click.option("--image", default=None, help="Container image (default ubuntu:22.04).")
 @click.option("--envs", "-e", type=PAIR, multiple=True, metavar="KEY VALUE",
-              help="An environment variable (repeatable).")
+              callback=unique_pairs, help="An environment variable (repeatable).")
 @click.option("--cpus", default="1", show_default=True,
               help="CPUs per replica (cores, or millicores like 500m).")
 @click.option("--gpus", type=click.IntRange(min=0), default=0, show_default=True,
@@ -106,6 +107,7 @@ def create_job(state: CliState, /, name: str, namespace: str | None, dry_run: bo
               help="Cluster manager: k8 (kubernetes), slurm, ray or local (a provisioned "
                    "cluster's is skypilot).")
 @click.option("--labels", "-l", type=PAIR, multiple=True, metavar="KEY VALUE",
+              callback=unique_pairs,
               help="A label (repeatable); jobs' placement filters match these.")
 @click.option("--cpus", default=None, help="vCPUs per node (provisioning; local: in all).")
 @click.option("--memory", default=None, help="Memory per node, GB unless a unit is given.")
@@ -179,7 +181,7 @@ def create_cluster(state: CliState, /, name: str, dry_run: bool, wait: bool, tim
               type=click.Choice(["ClusterIP", "NodePort", "LoadBalancer"], case_sensitive=False),
               help="Service type.")
 @click.option("--selector", "-s", type=PAIR, multiple=True, metavar="KEY VALUE",
-              help="Select replicas by label (repeatable).")
+              callback=unique_pairs, help="Select replicas by label (repeatable).")
 @click.option("--ports", "-p", type=(click.IntRange(1, 65535), click.IntRange(1, 65535)),
               multiple=True, metavar="PORT TARGET", help="Port and target port (repeatable).")
 @click.option("--cluster", "-c", default="auto", show_default=True,
@@ -205,7 +207,8 @@ def create_service(state: CliState, /, name: str, namespace: str | None, dry_run
 @click.argument("name", type=NAME)
 @namespace_option
 @click.option("--labelSelector", "-l", "label_selector", type=PAIR, multiple=True,
-              metavar="KEY VALUE", help="Apply to jobs with this label (repeatable).")
+              callback=unique_pairs, metavar="KEY VALUE",
+              help="Apply to jobs with this label (repeatable).")
 @click.option("--includeCluster", "-i", "include", multiple=True, metavar="CLUSTER",
               help="Allow only these clusters (repeatable).")
 @click.option("--excludeCluster", "-e", "exclude", multiple=True, metavar="CLUSTER",
@@ -260,7 +263,7 @@ def create_link(state: CliState, /, name: str, source: str, target: str, gateway
               help="Cluster the endpoints belong to; 'auto' leaves it to SkyShift and cannot "
                    "be combined with --exposed.")
 @click.option("--selector", type=PAIR, multiple=True, metavar="KEY VALUE",
-              help="Select replicas by label (repeatable).")
+              callback=unique_pairs, help="Select replicas by label (repeatable).")
 @common
 @pass_state
 def create_endpoints(state: CliState, /, name: str, namespace: str | None, dry_run: bool,
