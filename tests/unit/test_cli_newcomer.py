@@ -186,3 +186,38 @@ def test_patch_bad_documents_are_usage_errors(args: list[str], message: str) -> 
     out = run(api, "patch", "job", "train", *args)
     assert out.exit_code == 2 and message in out.stderr
     assert api.patches == []
+
+
+class LogsApi(MiniApi):
+    """The job's output grows by one line per read until it has ended."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__()
+        self.lines, self.reads = lines, 0
+        self.obj["status"]["phase"] = "Running"
+
+    def __call__(self, req: httpx.Request) -> httpx.Response:
+        if req.url.path.endswith("/logs"):
+            self.reads += 1
+            if self.reads >= len(self.lines):
+                self.obj["status"]["phase"] = "Succeeded"
+            return httpx.Response(200, text="".join(self.lines[:self.reads]),
+                                  headers={"content-type": "text/plain"})
+        return super().__call__(req)
+
+
+def test_logs_follow_prints_each_line_once_until_the_job_ends() -> None:
+    api = LogsApi(["epoch 1\n", "epoch 2\n", "done\n"])
+    api.events = []
+    out = run(api, "logs", "train", "-f")
+    assert out.exit_code == 0, out.output
+    assert out.stdout == "epoch 1\nepoch 2\ndone\n"
+    assert api.reads == 4  # the last read comes after the job was seen Succeeded
+
+
+def test_logs_follow_with_tail_starts_from_the_last_lines() -> None:
+    api = LogsApi(["a\n", "b\n", "c\n"])
+    api.reads = 1  # two lines exist already
+    out = run(api, "logs", "train", "-f", "--tail", "1")
+    assert out.exit_code == 0, out.output
+    assert out.stdout == "b\nc\n"
