@@ -22,6 +22,7 @@ from skyshift.cli.auth import COMMANDS as AUTH_COMMANDS
 from skyshift.cli.config_cmd import config
 from skyshift.cli.delete import delete
 from skyshift.cli.describe import describe
+from skyshift.cli.edit_cmd import edit
 from skyshift.cli.errors import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -96,7 +97,7 @@ def cli(ctx: click.Context, server: str | None, context_name: str | None) -> Non
 
 
 for command in (apply, create, get, describe, delete, logs, exec_command, status, config,
-                version, wait, label, annotate, patch):
+                version, wait, label, annotate, patch, edit):
     cli.add_command(command)
 for command in (*PIPELINE_COMMANDS, *AUTH_COMMANDS):
     cli.add_command(command)

@@ -5,6 +5,7 @@ server is asked to write."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +222,96 @@ def test_logs_follow_with_tail_starts_from_the_last_lines() -> None:
     out = run(api, "logs", "train", "-f", "--tail", "1")
     assert out.exit_code == 0, out.output
     assert out.stdout == "b\nc\n"
+
+
+class EditApi(MiniApi):
+    """MiniApi with PUT: a stale resourceVersion is 409, a negative priority 422."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.puts: list[dict[str, Any]] = []
+        self.change_before_put = False
+
+    def __call__(self, req: httpx.Request) -> httpx.Response:
+        if req.method != "PUT":
+            return super().__call__(req)
+        body = json.loads(req.content)
+        self.puts.append(json.loads(req.content))  # a copy: self.obj keeps changing
+        if self.change_before_put:
+            self.bump()
+        if body["metadata"]["resourceVersion"] != self.obj["metadata"]["resourceVersion"]:
+            return httpx.Response(409, json={"error": {"code": 409, "reason": "Conflict",
+                                                       "message": "stale resourceVersion"}})
+        if body["spec"]["priority"] < 0:
+            return httpx.Response(422, json={"error": {
+                "code": 422, "reason": "Invalid", "field": "spec.priority",
+                "message": "invalid job: spec.priority: must be >= 0"}})
+        self.obj = {**body, "status": self.obj["status"]}
+        self.bump()
+        return httpx.Response(200, json=self.obj)
+
+
+@pytest.fixture
+def editor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Set $EDITOR to a script replacing ``old`` by ``new`` in the file it is given."""
+    def use(old: str, new: str) -> None:
+        script = tmp_path / "ed.py"
+        script.write_text("import sys\np = sys.argv[1]\ns = open(p).read()\n"
+                          f"open(p, 'w').write(s.replace({old!r}, {new!r}))\n")
+        monkeypatch.setenv("EDITOR", f"{sys.executable} {script}")
+        monkeypatch.delenv("VISUAL", raising=False)
+        monkeypatch.setenv("TMPDIR", str(tmp_path))
+    return use
+
+
+def test_edit_applies_with_the_read_resource_version(editor: Any) -> None:
+    api = EditApi()
+    editor("priority: 0", "priority: 7")
+    out = run(api, "edit", "job", "train")
+    assert out.exit_code == 0, out.output
+    assert out.stdout.strip() == "job/train edited"
+    assert api.obj["spec"]["priority"] == 7
+    assert api.puts[0]["metadata"]["resourceVersion"] == "5"
+
+
+def test_edit_without_changes_is_cancelled(editor: Any) -> None:
+    api = EditApi()
+    editor("nothing-matches-this", "x")
+    out = run(api, "edit", "job", "train")
+    assert out.exit_code == 0 and out.stdout.strip() == "edit cancelled, no changes made."
+    assert api.puts == []
+
+
+def test_edit_conflict_writes_nothing_and_keeps_the_edit(editor: Any) -> None:
+    api = EditApi()
+    api.change_before_put = True
+    editor("priority: 0", "priority: 7")
+    out = run(api, "edit", "job", "train")
+    assert out.exit_code == 1
+    assert "job/train was changed by someone else since it was opened (resourceVersion 5); " \
+           "nothing was written" in out.stderr
+    saved = out.stderr.split("Your edit is saved in ", 1)[1].split(":", 1)[0]
+    assert "priority: 7" in Path(saved).read_text()
+    assert api.obj["spec"]["priority"] == 0
+
+
+def test_edit_validation_error_is_named(editor: Any) -> None:
+    api = EditApi()
+    editor("priority: 0", "priority: -1")
+    out = run(api, "edit", "job", "train")
+    assert out.exit_code == 1
+    assert "error: job/train: invalid job: spec.priority: must be >= 0" in out.stderr
+    assert "nothing was written; your edit is saved in" in out.stderr
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("name: train", "name: other", "metadata.name cannot be changed by an edit"),
+    ("spec:", "spec: [", "the edited text is not valid YAML"),
+])
+def test_edit_refuses_renames_and_bad_yaml(editor: Any, old: str, new: str,
+                                           message: str) -> None:
+    api = EditApi()
+    editor(old, new)
+    out = run(api, "edit", "job", "train")
+    assert out.exit_code == 1 and message in out.stderr
+    assert api.puts == []
