@@ -87,6 +87,7 @@ def cli(ctx: click.Context, server: str | None, context_name: str | None) -> Non
       skyctl create job hello --run "echo hello" --restart_policy Never
       skyctl get jobs
       skyctl describe job hello
+      skyctl wait job hello --for phase=Succeeded --timeout 120
       skyctl logs hello
       skyctl create pipeline train-1 -f train.yaml --param lr 0.01
       skyctl create schedule nightly --cron "0 2 * * *" -f train.yaml

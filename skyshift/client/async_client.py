@@ -5,6 +5,7 @@ Same methods and results; every call is written once in :mod:`skyshift.client.ca
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -27,7 +28,13 @@ from skyshift.client.calls import (
 )
 from skyshift.client.errors import ApiError
 from skyshift.client.types import ApplyResult, DeleteResult, ExecResult, WatchEvent
-from skyshift.client.waiting import WaitFor, deleted_while_waiting, parse_for, timed_out
+from skyshift.client.waiting import (
+    WATCH_PAUSE,
+    WaitFor,
+    deleted_while_waiting,
+    parse_for,
+    timed_out,
+)
 
 T = TypeVar("T")
 
@@ -147,8 +154,10 @@ class AsyncSkyShiftClient(Calls):
                 raise timed_out(what, cond, timeout, last)
             rv = (last.get("metadata") or {}).get("resourceVersion")
             events = self.watch(kind, name, namespace, resource_version=rv, timeout=left)
+            seen = False
             try:
                 async for event in events:
+                    seen = True
                     if event.type == "DELETED":
                         last = None
                     elif event.type in ("ADDED", "MODIFIED"):
@@ -157,6 +166,8 @@ class AsyncSkyShiftClient(Calls):
                         break
             finally:
                 await events.aclose()
+            if not seen:  # the stream ended early and empty: look again, without spinning
+                await asyncio.sleep(min(WATCH_PAUSE, max(deadline - time.monotonic(), 0)))
         if last is None and not cond.delete:
             raise deleted_while_waiting(what, cond)
         return last

@@ -30,7 +30,13 @@ from skyshift.client.calls import (
 )
 from skyshift.client.errors import ApiError
 from skyshift.client.types import ApplyResult, DeleteResult, ExecResult, WatchEvent
-from skyshift.client.waiting import WaitFor, deleted_while_waiting, parse_for, timed_out
+from skyshift.client.waiting import (
+    WATCH_PAUSE,
+    WaitFor,
+    deleted_while_waiting,
+    parse_for,
+    timed_out,
+)
 
 T = TypeVar("T")
 
@@ -183,14 +189,18 @@ class SkyShiftClient(Calls):
                 raise timed_out(what, cond, timeout, last)
             rv = (last.get("metadata") or {}).get("resourceVersion")
             events = self.watch(kind, name, namespace, resource_version=rv, timeout=left)
+            seen = False
             with contextlib.closing(events):
                 for event in events:
+                    seen = True
                     if event.type == "DELETED":
                         last = None
                     elif event.type in ("ADDED", "MODIFIED"):
                         last = event.object
                     if last is None or cond.met(last):
                         break
+            if not seen:  # the stream ended early and empty: look again, without spinning
+                time.sleep(min(WATCH_PAUSE, max(deadline - time.monotonic(), 0)))
         if last is None and not cond.delete:
             raise deleted_while_waiting(what, cond)
         return last

@@ -14,6 +14,10 @@ from typing import Any
 
 from skyshift.client.errors import TIMEOUT, ApiError
 
+#: Pause before watching again when a watch stream ended without an event (it normally lasts
+#: until its timeout; this keeps a server that closes streams early from being hammered).
+WATCH_PAUSE = 0.2
+
 _PHASE = re.compile(r"(?:jsonpath=\{?\.status\.phase\}?|phase)=([A-Za-z]+)", re.IGNORECASE)
 
 

@@ -122,3 +122,11 @@ def test_async_client_waits_the_same_way() -> None:
 def test_bad_conditions_name_the_accepted_forms(text: str) -> None:
     with pytest.raises(ValueError, match=r"phase=<Phase>.*or delete"):
         parse_for(text)
+
+
+def test_a_watch_that_ends_early_and_empty_is_not_hammered() -> None:
+    api = Api("Pending", [])
+    with pytest.raises(ApiError):
+        sync(api).wait("job", "train", until="phase=Running", timeout=0.5)
+    watches = sum(1 for _, p in api.requests if "watch" in p)
+    assert 1 <= watches <= 4  # about one per WATCH_PAUSE, not thousands
