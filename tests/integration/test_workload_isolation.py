@@ -173,8 +173,10 @@ def port_probe(ports: dict[str, int], api: int) -> list[str]:
 
 
 def probe_output(text: str) -> dict[str, str]:
-    """The probe's ``key=value`` lines (the rest of a job's log is ignored)."""
-    return dict(ln.split("=", 1) for ln in text.splitlines() if "=" in ln)
+    """The probe's ``key=value`` lines; the rest of a job's log is ignored. A manager may echo
+    the script first (Ray does): the probe's own lines come after it, and the last one wins."""
+    found = (re.fullmatch(r"([\w.-]+)=(.*)", ln) for ln in text.splitlines())
+    return {m[1]: m[2] for m in found if m}
 
 
 def probe_script(ports: dict[str, int], api: int, victim: int, workfile: Path,
