@@ -197,7 +197,7 @@ def stack_env(home: Path, ports: Ports) -> dict[str, str]:
     }
 
 
-def _metrics_addresses(raw: str) -> list[str]:
+def metrics_addresses(raw: str) -> list[str]:
     """With ``SKYSHIFT_METRICS_ADDRESS=host:port``, the API, the control worker and the skylet
     manager serve metrics on ``port``, ``port+1`` and ``port+2`` (one address each: they would
     otherwise all bind the same one, and all but the first fail); [] when unset or not a port."""
@@ -278,13 +278,18 @@ def build_components(home: Path, ports: Ports, resolve: bool = True) -> list[Com
         home=home,
     )
 
-    metrics = _metrics_addresses(os.environ.get("SKYSHIFT_METRICS_ADDRESS", ""))
+    metrics = metrics_addresses(os.environ.get("SKYSHIFT_METRICS_ADDRESS", ""))
 
     def python_component(
         name: str, title: str, module: str, health: Health, address: str, listens: dict[str, int]
     ) -> Component:
         ready_file = home / "run" / f"{name}.ready"
         own = {"SKYSHIFT_METRICS_ADDRESS": metrics.pop(0)} if metrics else {}
+        if isinstance(health, ProcessHealth) and health.ready_file is None:
+            # healthy once the worker says so, not after a second alive: `up` installs the
+            # firewall from the ports the stack listens on when it returns, and a worker still
+            # importing has not bound its metrics listeners yet (they stayed open to jobs)
+            health = ProcessHealth(ready_file=ready_file)
         return Component(
             name=name,
             title=title,

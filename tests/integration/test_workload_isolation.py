@@ -155,18 +155,36 @@ def stack_ports(stack: DevStack) -> dict[str, int]:
     return found
 
 
-def probe_script(ports: dict[str, int], api: int, victim: int, workfile: Path,
-                 sock: Path) -> str:
+def port_probe(ports: dict[str, int], api: int) -> list[str]:
+    """Shell lines (``/bin/sh`` is enough: each connection is a ``bash -c``) printing
+    ``uid=``, ``gid=``, ``groups=``, ``<name>=OPEN`` or the error for each of ``ports``, and
+    ``api=`` the status line of the API's ``/readyz`` (the positive control)."""
     tcp = ('tcp() { out=$(bash -c "exec 3<>/dev/tcp/127.0.0.1/$2" 2>&1) '
            '&& echo "$1=OPEN" || echo "$1=${out##*: }"; }')  # fmt: skip
-    unix = ("import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect(sys.argv[1]);"
-            " print('haproxy=OPEN')\nexcept OSError as e: print('haproxy='+e.strerror)")
-    return "\n".join([
+    return [
         tcp,
         'echo "uid=$(id -u)"',
+        'echo "gid=$(id -g)"',
+        'echo "groups=$(id -G)"',
         *(f"tcp {name} {port}" for name, port in ports.items()),
         f"api=$(bash -c 'exec 3<>/dev/tcp/127.0.0.1/{api}; printf \"GET /readyz HTTP/1.0\\r\\n"
         "\\r\\n\" >&3; head -1 <&3' 2>&1); echo \"api=$api\"",
+    ]  # fmt: skip
+
+
+def probe_output(text: str) -> dict[str, str]:
+    """The probe's ``key=value`` lines; the rest of a job's log is ignored. A manager may echo
+    the script first (Ray does): the probe's own lines come after it, and the last one wins."""
+    found = (re.fullmatch(r"([\w.-]+)=(.*)", ln) for ln in text.splitlines())
+    return {m[1]: m[2] for m in found if m}
+
+
+def probe_script(ports: dict[str, int], api: int, victim: int, workfile: Path,
+                 sock: Path) -> str:
+    unix = ("import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect(sys.argv[1]);"
+            " print('haproxy=OPEN')\nexcept OSError as e: print('haproxy='+e.strerror)")
+    return "\n".join([
+        *port_probe(ports, api),
         f"cat /proc/{victim}/environ >/dev/null 2>&1 && echo environ=READ || echo environ=denied",
         f"cat {workfile} >/dev/null 2>&1 && echo workfile=READ || echo workfile=denied",
         f'test -e /proc/{victim} && echo victim=visible || echo victim=hidden',
@@ -213,8 +231,7 @@ def attack(stack: DevStack, tenants: Tenants, token: str, victim_job: str) -> No
     name = submit(tenants, "alice", "iso-a",
                   probe_script(ports, stack.ports["api"], victim, workfile, sock))
     phase = wait_phase(tenants, "alice", "iso-a", name, "Succeeded", "Failed")
-    seen = dict(ln.split("=", 1) for ln in logs(tenants, "alice", "iso-a", name).splitlines()
-                if "=" in ln)  # fmt: skip
+    seen = probe_output(logs(tenants, "alice", "iso-a", name))
     assert phase == "Succeeded", seen
     assert seen["api"].startswith("HTTP/1.1 200"), seen  # the probe can connect: the API answers
     refused = {k: seen[k] for k in ports}

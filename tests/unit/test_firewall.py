@@ -58,6 +58,16 @@ def test_control_ports_leave_the_api_open() -> None:
     assert 5 not in isolation.control_ports(ports, {"api": {"pid": os.getpid()}})
 
 
+def test_control_ports_hold_every_metrics_port_bound_or_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the API, the control worker and the skylet manager get port, +1, +2; a worker still
+    # starting when `up` installs the table has not bound its own yet
+    monkeypatch.setenv("SKYSHIFT_METRICS_ADDRESS", "127.0.0.1:40100")
+    ports = Ports(etcd=1, etcd_peer=2, temporal=3, ui=4, api=5)
+    assert isolation.control_ports(ports, {}) >= {40100, 40101, 40102}
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or firewall.nft_binary() is None,
                     reason="installing nft rules needs root and nftables")
 def test_the_rule_refuses_the_group_and_nobody_else(tmp_path: Path) -> None:
@@ -97,3 +107,14 @@ def test_each_python_component_gets_its_own_metrics_port(tmp_path: Path,
            for c in build_components(tmp_path, Ports(), resolve=False)}
     assert got == {"etcd": None, "temporal": None, "api": "127.0.0.1:9464",
                    "control": "127.0.0.1:9465", "skylet-manager": "127.0.0.1:9466"}
+
+
+def test_workers_are_healthy_only_once_they_say_so(tmp_path: Path) -> None:
+    # `up` reads the ports to refuse when it returns: a worker a second old may still be
+    # importing, its metrics listeners not bound (they stayed open to jobs, issue 26)
+    from skyshift.devstack.components import ProcessHealth, build_components
+
+    for c in build_components(tmp_path, Ports(), resolve=False):
+        if c.name in ("control", "skylet-manager"):
+            assert c.health == ProcessHealth(ready_file=c.ready_file), c.name
+            assert c.env["SKYSHIFT_READY_FILE"] == str(c.ready_file)
