@@ -7,7 +7,7 @@ it spawns with ``--spawn`` (etcd, Temporal dev server with WAL, both workers as 
 1. submit -> Running latency, p50/p99 over ``--latency-jobs`` jobs submitted one at a time;
 2. a burst of ``--burst`` jobs: jobs/s from the first submission until all are Running;
 3. the ceiling: a minimal workflow with three no-op activities on the same server, workflows/s,
-   and the ratio burst/ceiling (DESIGN.md, "Performance budget": target >= 0.8);
+   and the ratio burst/ceiling (the performance budget: target >= 0.8);
 4. idle cost: Temporal history events/s and etcd writes/s while ``--idle-small`` jobs run, then
    again while those and the burst's jobs run (the budget: it must not grow with running jobs);
 5. failover: seconds from a cluster going unreachable until its job runs elsewhere.

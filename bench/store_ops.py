@@ -1,6 +1,6 @@
 """Object store benchmark: what one ObjectStore gets out of a local etcd.
 
-Figures for the performance budget in DESIGN.md: create/get/CAS-update throughput and latency at
+Figures for the performance budget: create/get/CAS-update throughput and latency at
 a given concurrency, a contended guaranteed_update counter, full and paginated list times, and
 watch delivery latency (write acknowledged -> event received). Starts its own etcd in a temp dir
 (or uses ``--endpoint``); prints the figures and merges them into bench/results/latest.json.

@@ -52,6 +52,7 @@ from skyshift.contract.names import (
 )
 from skyshift.contract.provision import ScaleRequest, expected_seconds
 from skyshift.metrics import PLACEMENT_LATENCY
+from skyshift.models.job import placement_labels
 from skyshift.models.quantity import Resources
 from skyshift.scheduler import schedule_batch
 from skyshift.scheduler.capacity import queue_charge
@@ -106,7 +107,8 @@ def cluster_infos(objs: list[Obj], reservations: list[Reservation]) -> list[Clus
                                              queue_from_status(status))
         manager = str((obj.get("spec") or {}).get("manager") or "")
         # labels the manager reports (status.labels, e.g. slurm/partition) under the user's
-        labels = {**(status.get("labels") or {}), **(meta.get("labels") or {})}
+        labels = placement_labels(
+            name, {**(status.get("labels") or {}), **(meta.get("labels") or {})})
         out.append(ClusterInfo(name, labels, ready, nodes, manager, queue))
     return out
 
@@ -156,7 +158,8 @@ def growables_of(objs: list[Obj], infos: list[ClusterInfo]) -> list[ProvisionedI
         name = str(meta.get("name"))
         node = Resources(float(prov.get("cpus") or 0), float(prov.get("memory") or 0), 0,
                          {str(k): int(v) for k, v in (prov.get("accelerators") or {}).items()})
-        labels = {**(status.get("labels") or {}), **(meta.get("labels") or {})}
+        labels = placement_labels(
+            name, {**(status.get("labels") or {}), **(meta.get("labels") or {})})
         out.append(ProvisionedInfo(name, labels, node, max(up, lo if busy else up),
                                    max(int(nodes.get("max") or lo), lo), busy,
                                    free.get(name, []), eta))

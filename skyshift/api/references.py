@@ -7,7 +7,8 @@ cannot work without them, and warn where the name is only a filter.
   so a Link whose cluster went away can still be relabelled or fixed;
 * a FilterPolicy (``spec.clusterFilter.include`` / ``exclude``) may name clusters that do not
   exist yet (a policy can be written before its clusters), so it is accepted, and the response
-  carries one ``Warning: 299 - "..."`` header per missing cluster, as Kubernetes does.
+  carries one ``Warning: 299 - "..."`` header per missing cluster, as Kubernetes does, saying
+  what the policy does meanwhile (with no included cluster existing, its jobs all wait).
 
 The check reads etcd before the write; a cluster deleted in between is not caught (nothing
 spans two keys), as in Kubernetes.
@@ -104,10 +105,28 @@ async def check(
             field=field,
             details=[{"field": f, "message": f"cluster {n!r} does not exist"} for f, n in dangling],
         )
-    return [
-        f"{field}: cluster {name!r} does not exist (yet); the policy ignores it until it does"
-        for field, name in dangling
-    ]
+    return filter_warnings(obj, dangling)
+
+
+def filter_warnings(obj: dict[str, Any], dangling: Sequence[tuple[str, str]]) -> list[str]:
+    """What a FilterPolicy naming missing clusters really does: an include list only allows the
+    clusters it names, so a missing one takes nothing away from the others but, when none of
+    them exists, every job the policy selects waits (Pending) until one is created."""
+    included = {n for f, n in cluster_refs("FilterPolicy", obj) if ".include[" in f}
+    missing = {n for _, n in dangling}
+    none_left = bool(included) and included <= missing
+    out = []
+    for field, name in dangling:
+        head = f"{field}: cluster {name!r} does not exist (yet)"
+        if ".exclude[" in field:
+            out.append(f"{head}; excluding it has no effect until it does")
+        elif none_left:
+            out.append(f"{head}; no cluster this policy includes exists, so every job it "
+                       "selects stays Pending until one is created")
+        else:
+            out.append(f"{head}; jobs this policy selects go only to the included clusters "
+                       "that exist until it does")
+    return out
 
 
 def header_values(warnings: Sequence[str]) -> list[str]:

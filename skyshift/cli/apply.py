@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from skyshift.cli.errors import CliError, UsageProblem, describe_validation, one_line
 from skyshift.cli.kinds import resolve_kind
 from skyshift.cli.output import object_ref, print_data, to_yaml
+from skyshift.cli.render import printable
 from skyshift.cli.state import CliState, pass_state
 from skyshift.client import ApiError
 from skyshift.models import UnknownKind, load_manifests, parse_object
@@ -30,19 +31,31 @@ def read_sources(files: tuple[str, ...]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for name in files:
         if name == "-":
-            out.append(("<stdin>", sys.stdin.read()))
+            raw = getattr(sys.stdin, "buffer", None)
+            out.append(("<stdin>", _text("<stdin>", raw.read()) if raw else sys.stdin.read()))
             continue
         path = Path(name).expanduser()
         try:
             if path.is_dir():
                 for child in sorted(path.iterdir()):
                     if child.suffix in MANIFEST_SUFFIXES and child.is_file():
-                        out.append((str(child), child.read_text()))
+                        out.append((str(child), _text(str(child), child.read_bytes())))
             else:
-                out.append((str(path), path.read_text()))
+                out.append((str(path), _text(str(path), path.read_bytes())))
         except OSError as exc:
             raise UsageProblem(f"cannot read {name}: {exc.strerror or exc}") from exc
     return out
+
+
+def _text(label: str, data: bytes) -> str:
+    """``data`` as UTF-8 text; a binary or otherwise undecodable file is named, with where."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageProblem(
+            f"{printable(label)}: not a text manifest (byte 0x{data[exc.start]:02x} at offset "
+            f"{exc.start} is not UTF-8); expected YAML or JSON"
+        ) from None
 
 
 def parse_documents(

@@ -15,8 +15,11 @@ from skyshift.cli import manifests
 from skyshift.cli.cluster_wait import finish, wait_ready
 from skyshift.cli.groups import AliasedGroup
 from skyshift.cli.kinds import NAME
-from skyshift.cli.output import object_ref, to_yaml
+from skyshift.cli.output import note, object_ref, to_yaml
+from skyshift.cli.pairs import unique_pairs
+from skyshift.cli.render import printable
 from skyshift.cli.state import CliState, pass_state
+from skyshift.client import ApiError
 
 PAIR = (str, str)
 
@@ -55,14 +58,27 @@ def submit(state: CliState, manifest: dict[str, Any], dry_run: bool) -> None:
     click.echo(f"{object_ref(manifest['kind'], created)} created")
 
 
+def warn_missing_clusters(state: CliState, names: tuple[str, ...]) -> None:
+    """``--cluster`` naming a cluster that does not exist: the job is created (the cluster may
+    come), but the user is told it waits until then."""
+    for cluster in names:
+        try:
+            state.client().get("Cluster", cluster)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            note(f"warning: cluster {printable(cluster)!r} does not exist (yet): the job stays "
+                 "Pending until it does (or another --cluster it names is ready)")
+
+
 @create.aliased("job", "jobs")
 @click.argument("name", type=NAME)
 @namespace_option
 @click.option("--labels", "-l", type=PAIR, multiple=True, metavar="KEY VALUE",
-              help="A label (repeatable).")
+              callback=unique_pairs, help="A label (repeatable).")
 @click.option("--image", default=None, help="Container image (default ubuntu:22.04).")
 @click.option("--envs", "-e", type=PAIR, multiple=True, metavar="KEY VALUE",
-              help="An environment variable (repeatable).")
+              callback=unique_pairs, help="An environment variable (repeatable).")
 @click.option("--cpus", default="1", show_default=True,
               help="CPUs per replica (cores, or millicores like 500m).")
 @click.option("--gpus", type=click.IntRange(min=0), default=0, show_default=True,
@@ -84,6 +100,12 @@ def submit(state: CliState, manifest: dict[str, Any], dry_run: bool) -> None:
               help="A container port (repeatable, or comma separated).")
 @click.option("--volumes", "-v", type=PAIR, multiple=True, metavar="HOST_PATH MOUNT_PATH",
               help="Not supported yet: refused (no cluster manager mounts volumes).")
+@click.option("--cluster", "clusters", multiple=True, metavar="CLUSTER",
+              help="Run only on this cluster (repeatable: any of them). A placement filter on "
+                   "the skyshift.io/cluster label every cluster has.")
+@click.option("--placement", "placement", type=PAIR, multiple=True, metavar="KEY VALUE",
+              callback=unique_pairs,
+              help="Run only on clusters with this label (repeatable: all must match).")
 @common
 @pass_state
 def create_job(state: CliState, /, name: str, namespace: str | None, dry_run: bool,
@@ -95,8 +117,12 @@ def create_job(state: CliState, /, name: str, namespace: str | None, dry_run: bo
       skyctl create job basic-job --cpus 2 --memory 1024 --run "python script.py"
       skyctl create job gpu-job --gpus 1 -a V100:1 --replicas 4 --run "python train.py"
       skyctl create job batch --run "./process.sh" --restart_policy Never -e MODE fast
+      skyctl create job pinned --run "hostname" --cluster kind-1
+      skyctl create job gpu --run "nvidia-smi" --placement gpu a100
     """
     manifest = manifests.job_manifest(name, namespace=state.namespace(namespace), **flags)
+    if flags.get("clusters") and not dry_run:
+        warn_missing_clusters(state, flags["clusters"])
     submit(state, manifest, dry_run)
 
 
@@ -106,6 +132,7 @@ def create_job(state: CliState, /, name: str, namespace: str | None, dry_run: bo
               help="Cluster manager: k8 (kubernetes), slurm, ray or local (a provisioned "
                    "cluster's is skypilot).")
 @click.option("--labels", "-l", type=PAIR, multiple=True, metavar="KEY VALUE",
+              callback=unique_pairs,
               help="A label (repeatable); jobs' placement filters match these.")
 @click.option("--cpus", default=None, help="vCPUs per node (provisioning; local: in all).")
 @click.option("--memory", default=None, help="Memory per node, GB unless a unit is given.")
@@ -180,7 +207,7 @@ def create_cluster(state: CliState, /, name: str, dry_run: bool, wait: bool, tim
               type=click.Choice(["ClusterIP", "NodePort", "LoadBalancer"], case_sensitive=False),
               help="Service type.")
 @click.option("--selector", "-s", type=PAIR, multiple=True, metavar="KEY VALUE",
-              help="Select replicas by label (repeatable).")
+              callback=unique_pairs, help="Select replicas by label (repeatable).")
 @click.option("--ports", "-p", type=(click.IntRange(1, 65535), click.IntRange(1, 65535)),
               multiple=True, metavar="PORT TARGET", help="Port and target port (repeatable).")
 @click.option("--cluster", "-c", default="auto", show_default=True,
@@ -206,7 +233,8 @@ def create_service(state: CliState, /, name: str, namespace: str | None, dry_run
 @click.argument("name", type=NAME)
 @namespace_option
 @click.option("--labelSelector", "-l", "label_selector", type=PAIR, multiple=True,
-              metavar="KEY VALUE", help="Apply to jobs with this label (repeatable).")
+              callback=unique_pairs, metavar="KEY VALUE",
+              help="Apply to jobs with this label (repeatable).")
 @click.option("--includeCluster", "-i", "include", multiple=True, metavar="CLUSTER",
               help="Allow only these clusters (repeatable).")
 @click.option("--excludeCluster", "-e", "exclude", multiple=True, metavar="CLUSTER",
@@ -261,7 +289,7 @@ def create_link(state: CliState, /, name: str, source: str, target: str, gateway
               help="Cluster the endpoints belong to; 'auto' leaves it to SkyShift and cannot "
                    "be combined with --exposed.")
 @click.option("--selector", type=PAIR, multiple=True, metavar="KEY VALUE",
-              help="Select replicas by label (repeatable).")
+              callback=unique_pairs, help="Select replicas by label (repeatable).")
 @common
 @pass_state
 def create_endpoints(state: CliState, /, name: str, namespace: str | None, dry_run: bool,

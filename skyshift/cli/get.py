@@ -26,7 +26,7 @@ from skyshift.cli.output import (
     print_table,
     to_yaml,
 )
-from skyshift.cli.render import Table
+from skyshift.cli.render import Table, printable
 from skyshift.cli.state import CliState, pass_state
 from skyshift.cli.tables import build_table, rows
 from skyshift.client import ALL_NAMESPACES, ApiError, SkyShiftClient
@@ -105,7 +105,7 @@ def get(state: CliState, kind: KindInfo, name: str | None, namespace: str | None
         elif items or watch:
             widths = print_table(table)
         else:
-            where = "" if scope in (None, ALL_NAMESPACES) else f" in namespace {scope}"
+            where = "" if scope in (None, ALL_NAMESPACES) else f" in namespace {printable(scope)}"
             note(f"No {kind.plural} found{where}.")
     elif output == "name":
         for obj in items:

@@ -22,6 +22,7 @@ from skyshift.cli.auth import COMMANDS as AUTH_COMMANDS
 from skyshift.cli.config_cmd import config
 from skyshift.cli.delete import delete
 from skyshift.cli.describe import describe
+from skyshift.cli.edit_cmd import edit
 from skyshift.cli.errors import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -36,10 +37,13 @@ from skyshift.cli.get import get
 from skyshift.cli.groups import CONTEXT_SETTINGS, AliasedGroup
 from skyshift.cli.import_clusters import create  # create cluster [--all-contexts]
 from skyshift.cli.logs import logs
+from skyshift.cli.metadata_cmd import annotate, label
+from skyshift.cli.patch_cmd import patch
 from skyshift.cli.pipelines import COMMANDS as PIPELINE_COMMANDS  # also: create pipeline|schedule
 from skyshift.cli.state import CliState
 from skyshift.cli.status import status
 from skyshift.cli.version import version
+from skyshift.cli.wait_cmd import wait
 from skyshift.client import ApiError
 from skyshift.models import UnknownKind
 
@@ -83,6 +87,7 @@ def cli(ctx: click.Context, server: str | None, context_name: str | None) -> Non
       skyctl create job hello --run "echo hello" --restart_policy Never
       skyctl get jobs
       skyctl describe job hello
+      skyctl wait job hello --for phase=Succeeded --timeout 120
       skyctl logs hello
       skyctl create pipeline train-1 -f train.yaml --param lr 0.01
       skyctl create schedule nightly --cron "0 2 * * *" -f train.yaml
@@ -93,7 +98,7 @@ def cli(ctx: click.Context, server: str | None, context_name: str | None) -> Non
 
 
 for command in (apply, create, get, describe, delete, logs, exec_command, status, config,
-                version):
+                version, wait, label, annotate, patch, edit):
     cli.add_command(command)
 for command in (*PIPELINE_COMMANDS, *AUTH_COMMANDS):
     cli.add_command(command)

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from skyshift.cli.errors import UsageProblem, describe_validation
 from skyshift.models import UnknownKind, parse_object
+from skyshift.models.job import CLUSTER_NAME_LABEL
 
 Pairs = Sequence[tuple[str, str]]
 RESTART_POLICIES = {"always": "Always", "onfailure": "OnFailure", "never": "Never"}
@@ -78,6 +79,17 @@ def gb_default(value: str | None) -> str | None:
     return f"{value.strip()}G" if _PLAIN_NUMBER.fullmatch(value) else value
 
 
+def placement_spec(clusters: Iterable[str], labels: Pairs) -> dict[str, Any] | None:
+    """``--cluster A --cluster B --placement k v``: one filter per cluster (a cluster passes if
+    it matches any), each also requiring the ``--placement`` labels; None when neither given."""
+    names, match = list(dict.fromkeys(clusters)), dict(labels)
+    if not names and not match:
+        return None
+    filters = [{"name": f"cluster {c}", "matchLabels": {**match, CLUSTER_NAME_LABEL: c}}
+               for c in names] or [{"matchLabels": match}]
+    return {"filters": filters}
+
+
 def job_manifest(
     name: str,
     *,
@@ -96,6 +108,8 @@ def job_manifest(
     ports: Iterable[str] = (),
     max_restarts: int | None = None,
     priority: int | None = None,
+    clusters: Iterable[str] = (),
+    placement: Pairs = (),
 ) -> dict[str, Any]:
     resources: dict[str, Any] = {"cpus": cpus, "gpus": gpus, "memory": memory}
     if accelerators:
@@ -114,6 +128,7 @@ def job_manifest(
         ],
         "maxRestarts": max_restarts,
         "priority": priority,
+        "placement": placement_spec(clusters, placement),
     }
     meta = _meta(name, namespace, labels)
     manifest = {"kind": "Job", "metadata": meta, "spec": _drop_empty(spec)}

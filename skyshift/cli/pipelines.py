@@ -21,6 +21,7 @@ from skyshift.cli.errors import UsageProblem
 from skyshift.cli.kinds import NAME
 from skyshift.cli.manifests import job_manifest, validated
 from skyshift.cli.output import object_ref
+from skyshift.cli.pairs import unique_pairs
 from skyshift.cli.state import CliState, pass_state
 
 PAIR = (str, str)
@@ -52,9 +53,9 @@ def with_params(spec: dict[str, Any], params: tuple[tuple[str, str], ...]) -> di
 @click.option("--file", "-f", "path", required=True, metavar="FILE",
               help="A Pipeline manifest (its steps and parameters); '-' reads stdin.")
 @click.option("--param", "-p", "params", type=PAIR, multiple=True, metavar="KEY VALUE",
-              help="Set a parameter the pipeline declares (repeatable).")
+              callback=unique_pairs, help="Set a parameter the pipeline declares (repeatable).")
 @click.option("--labels", "-l", type=PAIR, multiple=True, metavar="KEY VALUE",
-              help="Labels of the new pipeline (repeatable).")
+              callback=unique_pairs, help="Labels of the new pipeline (repeatable).")
 @common
 @pass_state
 def create_pipeline(state: CliState, /, name: str, namespace: str | None, path: str,
@@ -99,7 +100,7 @@ def create_pipeline(state: CliState, /, name: str, namespace: str | None, path: 
 @click.option("--file", "-f", "path", default=None, metavar="FILE",
               help="What: a Job or Pipeline manifest, run each time.")
 @click.option("--param", "-p", "params", type=PAIR, multiple=True, metavar="KEY VALUE",
-              help="With a pipeline -f: set a parameter (repeatable).")
+              callback=unique_pairs, help="With a pipeline -f: set a parameter (repeatable).")
 @common
 @pass_state
 def create_schedule(state: CliState, /, name: str, namespace: str | None, cron: str | None,

@@ -14,16 +14,12 @@ import click
 from skyshift.cli.output import print_table
 from skyshift.cli.render import Table, fmt_labels, fmt_ratio, format_age, parse_time
 from skyshift.cli.state import CliState, pass_state
-from skyshift.cli.tables import build_table, cluster_resources
+from skyshift.cli.tables import CLUSTER_HEADERS, build_table, cluster_resources, used
 from skyshift.client import ALL_NAMESPACES
 
-HEADERS = ["NAME", "MANAGER", "LABELS", "RESOURCES (USED/TOTAL)", "STATUS", "AGE"]
+HEADERS = CLUSTER_HEADERS  # the same columns as `skyctl get clusters`, used/total
 MERGED_NAME = "Merged-Cluster"
 TERMINAL = ("Succeeded", "Failed")
-
-
-def used(avail: Mapping[str, float], total: Mapping[str, float]) -> dict[str, float]:
-    return {k: max(total[k] - avail.get(k, 0.0), 0.0) for k in total}
 
 
 def _add(into: dict[str, float], more: Mapping[str, float]) -> None:

@@ -64,7 +64,9 @@ def _int(value: Any) -> int:
 
 # -- clusters -----------------------------------------------------------------------------------
 
-CLUSTER_HEADERS = ["NAME", "MANAGER", "LABELS", "RESOURCES", "STATUS", "AGE"]
+#: Used/total, as ``skyctl status`` shows them (the header says so, since the original's ``get``
+#: showed available/total): "cpus: 3/8" means 3 of 8 CPUs are taken.
+CLUSTER_HEADERS = ["NAME", "MANAGER", "LABELS", "RESOURCES (USED/TOTAL)", "STATUS", "AGE"]
 CLUSTER_WIDE = ["INFRA", "CLOUD", "REGION", "NODES", "MESSAGE"]
 
 
@@ -73,13 +75,18 @@ def cluster_resources(obj: Obj) -> tuple[dict[str, float], dict[str, float]]:
     return sum_nodes(_d(obj, "status", "allocatable")), sum_nodes(_d(obj, "status", "capacity"))
 
 
+def used(avail: Mapping[str, float], total: Mapping[str, float]) -> dict[str, float]:
+    """What is taken of each resource: total minus available, never below zero."""
+    return {k: max(total[k] - avail.get(k, 0.0), 0.0) for k in total}
+
+
 def cluster_rows(obj: Obj, wide: bool, now: datetime | None) -> list[list[str]]:
     avail, total = cluster_resources(obj)
     row = [
         _str(_meta(obj).get("name")),
         _str(_d(obj, "spec", "manager")),
         fmt_labels(_meta(obj).get("labels"), sep="\n"),
-        fmt_ratio(avail, total),
+        fmt_ratio(used(avail, total), total),
         _str(_d(obj, "status", "phase"), "Init"),
         _age(obj, now),
     ]
@@ -107,9 +114,15 @@ JOB_HEADERS = ["NAME", "CLUSTER", "REPLICAS", "RESOURCES", "NAMESPACE", "STATUS"
 JOB_WIDE = ["RESTARTS", "PRIORITY", "MESSAGE"]
 
 
+#: Job phases that outrank the per-cluster counts: once the job has ended (or is being torn
+#: down) a replica still counted Pending will never run, so its row says what the job is.
+FINAL_PHASES = ("Succeeded", "Failed", "Deleting")
+
+
 def replica_state(counts: Mapping[str, Any], phase: str) -> str:
-    """The state of a job's replicas on one cluster, from its per-state counts."""
-    if phase == "Deleting":
+    """The state of a job's replicas on one cluster, from its per-state counts; a finished job's
+    rows agree with its phase."""
+    if phase in FINAL_PHASES:
         return phase
     running, pending = _int(counts.get("Running")), _int(counts.get("Pending"))
     succeeded, failed = _int(counts.get("Succeeded")), _int(counts.get("Failed"))

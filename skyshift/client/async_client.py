@@ -5,8 +5,10 @@ Same methods and results; every call is written once in :mod:`skyshift.client.ca
 
 from __future__ import annotations
 
+import asyncio
 import builtins
-from collections.abc import AsyncIterator, Mapping, Sequence
+import time
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -24,7 +26,15 @@ from skyshift.client.calls import (
     unreachable,
     watch_errors,
 )
+from skyshift.client.errors import ApiError
 from skyshift.client.types import ApplyResult, DeleteResult, ExecResult, WatchEvent
+from skyshift.client.waiting import (
+    WATCH_PAUSE,
+    WaitFor,
+    deleted_while_waiting,
+    parse_for,
+    timed_out,
+)
 
 T = TypeVar("T")
 
@@ -108,7 +118,7 @@ class AsyncSkyShiftClient(Calls):
         resource_version: str | None = None,
         label_selector: str | Mapping[str, str] | None = None,
         timeout: float | None = None,
-    ) -> AsyncIterator[WatchEvent]:
+    ) -> AsyncGenerator[WatchEvent, None]:
         """Async generator of watch events (``async for ev in client.watch("jobs")``)."""
         args = self._watch_args(kind, name, namespace, resource_version, label_selector, timeout)
         with watch_errors(self.server):
@@ -120,6 +130,47 @@ class AsyncSkyShiftClient(Calls):
                     event = parse_event(line)
                     if event is not None:
                         yield event
+
+    async def wait(
+        self,
+        kind: KindArg,
+        name: str,
+        namespace: str | None = None,
+        until: str | WaitFor = "phase=Succeeded",
+        timeout: float = 60.0,
+    ) -> dict[str, Any] | None:
+        """See :meth:`SkyShiftClient.wait`: a phase or deletion, by watch, with a timeout."""
+        cond, what = parse_for(until), self._wait_subject(kind, name)
+        deadline = time.monotonic() + timeout
+        try:
+            last: dict[str, Any] | None = await self.get(kind, name, namespace)
+        except ApiError as exc:
+            if exc.not_found and cond.delete:
+                return None
+            raise
+        while last is not None and not cond.met(last):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise timed_out(what, cond, timeout, last)
+            rv = (last.get("metadata") or {}).get("resourceVersion")
+            events = self.watch(kind, name, namespace, resource_version=rv, timeout=left)
+            seen = False
+            try:
+                async for event in events:
+                    seen = True
+                    if event.type == "DELETED":
+                        last = None
+                    elif event.type in ("ADDED", "MODIFIED"):
+                        last = event.object
+                    if last is None or cond.met(last):
+                        break
+            finally:
+                await events.aclose()
+            if not seen:  # the stream ended early and empty: look again, without spinning
+                await asyncio.sleep(min(WATCH_PAUSE, max(deadline - time.monotonic(), 0)))
+        if last is None and not cond.delete:
+            raise deleted_while_waiting(what, cond)
+        return last
 
     async def logs(self, name: str, namespace: str | None = None, tail: int | None = None) -> str:
         return await self._run(self._logs_op(name, namespace, tail))

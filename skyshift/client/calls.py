@@ -293,6 +293,10 @@ class Calls:
         updated = yield from self._obj_op("PUT", object_path(info, name, ns), body=body)
         return ApplyResult("configured", updated)
 
+    def _wait_subject(self, kind: KindArg, name: str) -> str:
+        """``job train``: how a wait names what it waits for."""
+        return f"{resolve_kind(kind).kind.lower()} {name}"
+
     def _watch_args(
         self,
         kind: KindArg,

@@ -8,7 +8,9 @@ how to start one.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator, Mapping, Sequence
+import contextlib
+import time
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -26,7 +28,15 @@ from skyshift.client.calls import (
     unreachable,
     watch_errors,
 )
+from skyshift.client.errors import ApiError
 from skyshift.client.types import ApplyResult, DeleteResult, ExecResult, WatchEvent
+from skyshift.client.waiting import (
+    WATCH_PAUSE,
+    WaitFor,
+    deleted_while_waiting,
+    parse_for,
+    timed_out,
+)
 
 T = TypeVar("T")
 
@@ -131,7 +141,7 @@ class SkyShiftClient(Calls):
         resource_version: str | None = None,
         label_selector: str | Mapping[str, str] | None = None,
         timeout: float | None = None,
-    ) -> Iterator[WatchEvent]:
+    ) -> Generator[WatchEvent, None, None]:
         """Stream events after ``resource_version`` (or from now). Close the iterator to stop.
 
         ``timeout``: end quietly after about that many seconds (the server is asked to close
@@ -141,7 +151,7 @@ class SkyShiftClient(Calls):
         args = self._watch_args(kind, name, namespace, resource_version, label_selector, timeout)
         return self._stream(args)
 
-    def _stream(self, args: dict[str, Any]) -> Iterator[WatchEvent]:
+    def _stream(self, args: dict[str, Any]) -> Generator[WatchEvent, None, None]:
         with watch_errors(self.server), self._http.stream(**args) as resp:
             if resp.status_code >= 400:
                 resp.read()
@@ -150,6 +160,50 @@ class SkyShiftClient(Calls):
                 event = parse_event(line)
                 if event is not None:
                     yield event
+
+    def wait(
+        self,
+        kind: KindArg,
+        name: str,
+        namespace: str | None = None,
+        until: str | WaitFor = "phase=Succeeded",
+        timeout: float = 60.0,
+    ) -> dict[str, Any] | None:
+        """Wait until the object reaches a phase (``until="phase=Running"``) or is gone
+        (``until="delete"``), following the API's watch; returns the object (None once deleted).
+
+        Raises :class:`ApiError` with reason ``Timeout`` after ``timeout`` seconds, and with
+        ``NotFound`` if the object is missing (or deleted) while a phase is awaited.
+        """
+        cond, what = parse_for(until), self._wait_subject(kind, name)
+        deadline = time.monotonic() + timeout
+        try:
+            last: dict[str, Any] | None = self.get(kind, name, namespace)
+        except ApiError as exc:
+            if exc.not_found and cond.delete:
+                return None
+            raise
+        while last is not None and not cond.met(last):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise timed_out(what, cond, timeout, last)
+            rv = (last.get("metadata") or {}).get("resourceVersion")
+            events = self.watch(kind, name, namespace, resource_version=rv, timeout=left)
+            seen = False
+            with contextlib.closing(events):
+                for event in events:
+                    seen = True
+                    if event.type == "DELETED":
+                        last = None
+                    elif event.type in ("ADDED", "MODIFIED"):
+                        last = event.object
+                    if last is None or cond.met(last):
+                        break
+            if not seen:  # the stream ended early and empty: look again, without spinning
+                time.sleep(min(WATCH_PAUSE, max(deadline - time.monotonic(), 0)))
+        if last is None and not cond.delete:
+            raise deleted_while_waiting(what, cond)
+        return last
 
     # -- jobs -----------------------------------------------------------------------------------
 

@@ -9,9 +9,11 @@ Each replica is ``/bin/sh -c <run>`` with ``envs`` plus ``SKYSHIFT_JOB``, ``SKYS
 ``SKYSHIFT_RANK`` and ``SKYSHIFT_REPLICA`` (and a few variables such as ``PATH`` and ``HOME``
 passed through from the worker; the rest of the worker's environment, which may hold credentials,
 is not). With ``run_as`` in the config the command runs as that user, not as the skylet's
-(:mod:`skyshift.compat.local_user`). There is no container engine here: ``image`` is ignored and
-resources are accounted, not enforced. Replicas share the host's ports, so each declared port
-gets a free host port of its own, kept for the replica's life: ``SKYSHIFT_PORT_<port>`` (and
+(:mod:`skyshift.compat.local_user`); with ``namespace_users`` as well, each namespace runs as a
+user of its own and sees only its own processes (:mod:`skyshift.compat.local_tenants`).
+There is no container engine here: ``image`` is ignored and resources are accounted, not
+enforced. Replicas share the host's ports, so each declared port gets a free host port of its
+own, kept for the replica's life: ``SKYSHIFT_PORT_<port>`` (and
 ``SKYSHIFT_PORT`` for the first one) say which to listen on; services balance over those
 (:mod:`skyshift.compat.local_lb`).
 
@@ -140,7 +142,7 @@ class LocalManager:
         self._nodes = dict(
             zip(self.config.node_names(name), self.config.node_capacity(), strict=True)
         )
-        user = local_user.resolve(name, self.config.run_as)
+        user = local_user.resolve(name, self.config.run_as, self.config.namespace_users)
         self._user = user if user is not None and user.drop else None  # None: run as we are
         self._work_root = self.config.work_root or local_user.default_work_root(name, root)
         self._prepared = False
@@ -216,23 +218,20 @@ class LocalManager:
             status = await asyncio.to_thread(self._status, rep)
         if status.state != RUNNING:
             raise Permanent(f"replica {name} is {status.state}; exec needs a running replica")
-        cwd, env = rep.path / proc.WORK_DIR, self._env(rep.spec)
-        as_user: dict[str, Any] = {}
-        if self._user is not None:
+        cwd, env, argv = rep.path / proc.WORK_DIR, self._env(rep.spec), list(command)
+        if self._user is not None:  # as the replica's user, with its private /proc
+            user = await asyncio.to_thread(self._user.for_namespace, rep.spec.namespace)
             cwd = cwd.resolve()
-            env = self._user.env(env, cwd)
-            as_user = dict(user=self._user.uid, group=self._user.gid,
-                           extra_groups=list(self._user.groups))
+            env, argv = user.env(env, cwd), user.command(argv)
         try:
             child = await asyncio.create_subprocess_exec(
-                *command,
+                *argv,
                 cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                **as_user,
             )
         except OSError as exc:  # like a shell: 127 not found, 126 not executable
             code = 127 if isinstance(exc, FileNotFoundError) else 126
@@ -508,8 +507,9 @@ class LocalManager:
     def _launch(self, rep: _Replica) -> None:
         argv, env = ["/bin/sh", "-c", rep.spec.run], self._env(rep.spec, rep.ports)
         if self._user is not None:
-            workdir = local_user.ensure_workdir(rep.path, self._user, self._work_root)
-            argv, env = self._user.command(argv), self._user.env(env, workdir)
+            user = self._user.for_namespace(rep.spec.namespace)
+            workdir = local_user.ensure_workdir(rep.path, user, self._work_root)
+            argv, env = user.command(argv), user.env(env, workdir)
         try:
             proc.launch(rep.path, argv, env)
         except OSError as exc:

@@ -8,7 +8,8 @@ to ``$SKYSHIFT_HOME/clusters/<name>`` of the skylet, where ``skyshift down --pur
 embedded stack removes it (so ``skyctl create cluster b --manager local`` needs no config).
 ``run_as`` (a user name) and
 ``work_root`` (where that user's working directories go) are explained in
-:mod:`skyshift.compat.local_user`. Kept apart from the adapter so a bad config fails at
+:mod:`skyshift.compat.local_user`, ``namespace_users`` in
+:mod:`skyshift.compat.local_tenants`. Kept apart from the adapter so a bad config fails at
 construction with a ``Permanent`` error that names the field.
 """
 
@@ -43,6 +44,7 @@ class LocalConfig:
     run_as: str | None = None  # the user replicas run as (None: the skylet's own user)
     work_root: Path | None = None  # where run_as working directories go (None: the default)
     address: str = "127.0.0.1"  # where replicas and services listen (the host's address)
+    namespace_users: bool = False  # with run_as: a user per namespace and a private /proc
 
     @classmethod
     def parse(cls, name: str, config: dict[str, Any]) -> LocalConfig:
@@ -72,6 +74,11 @@ class LocalConfig:
             if work_root is not None and (not isinstance(work_root, str | Path)
                                           or not Path(work_root).is_absolute()):
                 raise ValueError("work_root must be an absolute directory path")
+            namespace_users = config.get("namespace_users", False)
+            if not isinstance(namespace_users, bool):
+                raise ValueError("namespace_users must be true or false")
+            if namespace_users and run_as is None:
+                raise ValueError("namespace_users needs run_as (the users' group is its group)")
             address = config.get("address") or "127.0.0.1"
             if not isinstance(address, str) or any(c.isspace() or c in "/:@" for c in address):
                 raise ValueError("address must be a host name or an IPv4 address")
@@ -84,7 +91,7 @@ class LocalConfig:
         except ValueError as exc:
             raise Permanent(f"local cluster {name}: {exc}") from exc
         return cls(Path(state_dir), capacity, nodes, dict(labels), float(grace), run_as,
-                   Path(work_root) if work_root is not None else None, address)
+                   Path(work_root) if work_root is not None else None, address, namespace_users)
 
     def node_names(self, cluster: str) -> list[str]:
         return [f"{cluster}-{i}" for i in range(self.nodes)]

@@ -12,8 +12,10 @@ only when services or their ports change, then every backend is set again. Serve
 checked (TCP, every 500 ms), so traffic goes only to replicas that accept connections.
 
 State lives under ``<state_dir>/lb/``: ``services.json`` (what each service wants: ports and
-backends), ``haproxy.cfg``, ``haproxy.pid`` and ``admin.sock``. HAProxy runs as a daemon that
-outlives the skylet, like the replicas; deleting the last service stops it.
+backends), ``haproxy.cfg``, ``haproxy.pid`` and ``admin.sock``; when the skylet is root the last
+three are in HAProxy's own directory and HAProxy runs as ``skyshift-lb``, never as root
+(:mod:`skyshift.compat.local_lb_run`). HAProxy runs as a daemon that outlives the skylet, like
+the replicas; deleting the last service stops it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from skyshift.compat import local_lb_run
 from skyshift.compat.errors import Permanent, Transient, Unsupported
 from skyshift.compat.types import ServicePort, ServiceSpec, ServiceStatus
 from skyshift.models.meta import validate_name
@@ -68,10 +71,12 @@ class LocalBalancer:
         self.cluster = cluster
         self.dir = state_dir / "lb"
         self.address = address
-        self.cfg = self.dir / "haproxy.cfg"
-        self.pidfile = self.dir / "haproxy.pid"
-        self.sock = self.dir / "admin.sock"
+        run = local_lb_run.run_dir(cluster, self.dir)  # as root: HAProxy's own 0700 directory
+        self.cfg = run / "haproxy.cfg"
+        self.pidfile = run / "haproxy.pid"
+        self.sock = run / "admin.sock"
         self.state = self.dir / "services.json"
+        self._prefix: tuple[str, ...] = ()  # what starts HAProxy as its own user
 
     # ---- the two operations (blocking: call them in a thread) ------------------------------
 
@@ -159,7 +164,19 @@ class LocalBalancer:
         self.dir.mkdir(parents=True, exist_ok=True)
         with (self.dir / "lock").open("a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
+            self._prefix = local_lb_run.prepare(self.cluster, self.dir).prefix
+            self._stop_legacy()
             yield
+
+    def _stop_legacy(self) -> None:
+        """A HAProxy started as root by an older skylet, with its files in the state dir."""
+        old = self.dir / "haproxy.pid"
+        if old == self.pidfile or not old.exists():
+            return
+        with contextlib.suppress(ValueError, IndexError, OSError):
+            os.kill(int(old.read_text().split()[0]), signal.SIGTERM)
+        old.unlink(missing_ok=True)
+        (self.dir / "admin.sock").unlink(missing_ok=True)
 
     def _load(self) -> dict[str, Any]:
         try:
@@ -219,6 +236,7 @@ class LocalBalancer:
                           "    default-server check inter 500ms fall 1 rise 1",
                           f"    server-template s 1-{MAX_BACKENDS} 127.0.0.1:1 disabled"]
         self.cfg.write_text("\n".join(lines) + "\n")
+        os.chmod(self.cfg, 0o644)  # HAProxy's own user reads it; it holds no secret
 
     def _pid(self) -> int | None:
         try:
@@ -237,16 +255,18 @@ class LocalBalancer:
         return self.sock.exists()
 
     def _start_or_reload(self, binary: str) -> None:
-        check = subprocess.run([binary, "-c", "-q", "-f", str(self.cfg)], capture_output=True,
-                               text=True, timeout=30)
+        # run in its own directory: HAProxy goes back to where it started, and its user cannot
+        # enter the skylet's (a 0700 SKYSHIFT_HOME)
+        check = subprocess.run([*self._prefix, binary, "-c", "-q", "-f", str(self.cfg)],
+                               capture_output=True, text=True, timeout=30, cwd=self.cfg.parent)
         if check.returncode != 0:
             raise Permanent(f"HAProxy refused the configuration: {_last(check.stderr)}")
-        argv = [binary, "-D", "-f", str(self.cfg), "-p", str(self.pidfile)]
+        argv = [*self._prefix, binary, "-D", "-f", str(self.cfg), "-p", str(self.pidfile)]
         if self._running() and (pid := self._pid()) is not None:
             argv += ["-sf", str(pid)]
         self.sock.unlink(missing_ok=True)
         done = subprocess.run(argv, capture_output=True, text=True, timeout=30,
-                              start_new_session=True)
+                              start_new_session=True, cwd=self.cfg.parent)
         if done.returncode != 0:
             why = _last(done.stderr)
             if "cannot bind" in why.lower() or "address already in use" in why.lower():

@@ -15,6 +15,10 @@ from the replica directory as ``work``. ``work_root`` defaults to
 searchable by the user, which is checked on connect. The replica's ``HOME`` is its working
 directory and ``USER``/``LOGNAME`` name the user.
 
+With ``namespace_users`` each namespace gets a user of its own in ``run_as``'s group, and every
+replica a private ``/proc`` (:mod:`skyshift.compat.local_tenants`); :meth:`RunAs.for_namespace`
+gives the user of a namespace.
+
 Without ``run_as`` nothing changes (the command runs as the skylet's user, in
 ``<replica>/work``); a skylet running as root says loudly that its jobs run as root too.
 """
@@ -31,6 +35,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from skyshift.compat import local_tenants
 from skyshift.compat.errors import Permanent
 
 log = logging.getLogger(__name__)
@@ -49,13 +54,29 @@ class RunAs:
     groups: tuple[int, ...]
     drop: bool
     setpriv: str = ""
+    per_namespace: bool = False  # namespace_users: for_namespace() gives each its own user
+    prefix: tuple[str, ...] = ()  # what starts the command before setpriv (a private /proc)
+    no_new_privs: bool = False  # no setuid/setgid program may change the job's uid or group
 
     def command(self, argv: list[str]) -> list[str]:
         """``argv`` started as this user (the caller stays who it is)."""
         if not self.drop:
             return list(argv)
-        return [self.setpriv, f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups",
-                "--", *argv]  # fmt: skip
+        # with namespace users no setuid or setgid program may change the job's uid or group
+        # (the firewall matches the group): no_new_privs for everything the job starts
+        nnp = ["--no-new-privs"] if self.no_new_privs else []
+        return [*self.prefix, self.setpriv, f"--reuid={self.uid}", f"--regid={self.gid}",
+                "--init-groups", *nnp, "--", *argv]  # fmt: skip
+
+    def for_namespace(self, namespace: str) -> RunAs:
+        """Who the replicas of ``namespace`` run as: this user, or with ``per_namespace`` the
+        namespace's own user in this user's group (created when missing)."""
+        if not self.per_namespace:
+            return self
+        entry = local_tenants.ensure_user(self.name, self.gid, namespace)
+        groups = tuple(os.getgrouplist(entry.pw_name, entry.pw_gid))
+        return RunAs(entry.pw_name, entry.pw_uid, entry.pw_gid, groups, drop=True,
+                     setpriv=self.setpriv, prefix=self.prefix, no_new_privs=self.no_new_privs)
 
     def env(self, env: dict[str, str], workdir: Path) -> dict[str, str]:
         """The replica's environment as this user sees it: its own HOME, USER and LOGNAME."""
@@ -73,11 +94,12 @@ class RunAs:
         return bool(st.st_mode & stat.S_IXOTH)
 
 
-def resolve(cluster: str, run_as: str | None) -> RunAs | None:
+def resolve(cluster: str, run_as: str | None, per_namespace: bool = False) -> RunAs | None:
     """The user of ``run_as`` on this host, checked against who we are; None without it.
 
     Raises Permanent when the user does not exist, when switching to it needs root and we are
-    not root, or when ``setpriv`` is missing.
+    not root, when ``setpriv`` is missing, or with ``per_namespace`` when the skylet is not root
+    or this host cannot give replicas a private ``/proc``.
     """
     euid = os.geteuid()
     if run_as is None:
@@ -96,6 +118,11 @@ def resolve(cluster: str, run_as: str | None) -> RunAs | None:
             f"local cluster {cluster}: run_as: there is no user {run_as!r} on this host"
         ) from None
     groups = tuple(os.getgrouplist(run_as, entry.pw_gid))
+    if per_namespace and euid != 0:
+        raise Permanent(
+            f"local cluster {cluster}: namespace_users needs the skylet to run as root (it "
+            f"runs as uid {euid}); remove namespace_users or run the skylet as root"
+        )
     if entry.pw_uid == euid:
         return RunAs(run_as, entry.pw_uid, entry.pw_gid, groups, drop=False)
     if euid != 0:
@@ -109,7 +136,9 @@ def resolve(cluster: str, run_as: str | None) -> RunAs | None:
             f"local cluster {cluster}: run_as needs setpriv (util-linux) to start replicas "
             f"as {run_as!r}; install util-linux"
         )
-    return RunAs(run_as, entry.pw_uid, entry.pw_gid, groups, drop=True, setpriv=setpriv)
+    prefix = tuple(local_tenants.private_proc_prefix(setpriv)) if per_namespace else ()
+    return RunAs(run_as, entry.pw_uid, entry.pw_gid, groups, drop=True, setpriv=setpriv,
+                 per_namespace=per_namespace, prefix=prefix, no_new_privs=per_namespace)
 
 
 def default_work_root(cluster: str, state_dir: Path) -> Path:
@@ -141,7 +170,10 @@ def ensure_workdir(rdir: Path, user: RunAs, work_root: Path) -> Path:
     """
     link = rdir / WORK_LINK
     if link.is_symlink() and link.resolve().is_dir():
-        return link.resolve()
+        target = link.resolve()
+        if target.stat().st_uid != user.uid:  # made for another user (before namespace_users)
+            os.chown(target, user.uid, user.gid)
+        return target
     if link.is_symlink():
         link.unlink()
     elif link.exists():

@@ -2,7 +2,7 @@
 types, signals, queries and search attributes (activity names: :mod:`.activity_names`).
 
 A name here is part of recorded histories and of running workflows: renaming one breaks them.
-Identifiers are readable (DESIGN.md, Lifecycles): ``job/<ns>/<name>``, ``cluster/<name>``,
+Identifiers are readable (docs/architecture.md): ``job/<ns>/<name>``, ``cluster/<name>``,
 ``scheduler``; the object's uid travels in the memo and in every payload that acts on an object,
 so a workflow never acts on a newer object that reuses the name.
 """

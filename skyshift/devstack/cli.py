@@ -19,7 +19,7 @@ from rich.status import Status
 from rich.table import Table
 
 from skyshift.config import skyshift_home
-from skyshift.devstack import stack
+from skyshift.devstack import isolation, stack
 from skyshift.devstack.components import Component, StackError
 from skyshift.devstack.local import (
     LOCAL_CLUSTER,
@@ -142,17 +142,19 @@ def _port(flag: str, env: str, what: str) -> Callable[[F], F]:
     )
 
 
-def _replica_user(console: Console, home: Path) -> str | None:
-    """As root, the unprivileged user the local cluster's replicas run as (created if missing);
-    otherwise None, and a word on what that means."""
-    if os.geteuid() == 0:
-        return ensure_run_user()
-    console.print(
-        f"[yellow]![/] replicas of the cluster {LOCAL_CLUSTER} run as you, so a job can read "
-        f"{home} (the admin password included); run `skyshift up` as root to run them as an "
-        "unprivileged user (docs/security.md)"
-    )
-    return None
+def _isolate(console: Console, home: Path, result: stack.UpResult) -> str | None:
+    """Keep local workloads off the control plane (as root) and print what is enforced and
+    what is not. Returns the user the local cluster's replicas run as (None: as we do)."""
+    run_as = ensure_run_user() if os.geteuid() == 0 else None
+    state = stack.StackState.load(home)
+    done = isolation.enforce(home, result.ports, state.components if state else {})
+    for line in done.enforced:
+        console.print(f"[green]✓[/] {line}", soft_wrap=True)
+    if done.missing:
+        console.print("[yellow]![/] not enforced:", soft_wrap=True)
+        for line in done.missing:
+            console.print(f"  [yellow]-[/] {line}", soft_wrap=True)
+    return run_as
 
 
 @main.command()
@@ -197,7 +199,7 @@ def up(
     if "api" in result.started or "api" in result.reused:
         user, token = ADMIN, admin_login(api_url, home).token
         console.print("[green]✓[/] CLI logged in as admin")
-        run_as = _replica_user(console, home)
+        run_as = _isolate(console, home, result)
         outcome = attach_local_cluster(api_url, home, token, run_as)
         console.print(f"[green]✓[/] cluster {LOCAL_CLUSTER}: {outcome}")
     write_local_context(home, api_url, user, token, result.urls["temporal_ui"])
@@ -253,6 +255,8 @@ def down(purge: bool, grace: float) -> None:
             how = "stopped" if item.outcome == "stopped" else "killed after the grace period"
             pid = f" (pid {item.pid})" if item.pid is not None else ""
             console.print(f"[green]✓[/] {item.name}: {how}{pid}")
+        elif item.outcome == "removed":
+            console.print(f"[green]✓[/] {item.name}: removed")
         elif item.outcome == "stale pid file":
             console.print(f"[dim]- {item.name}: removed stale pid file[/]")
     if not any_running:

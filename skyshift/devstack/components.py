@@ -22,7 +22,7 @@ LOOPBACK = "127.0.0.1"
 #: skyshift.contract.names.SEARCH_ATTRIBUTES by name, so `skyshift` starts without importing
 #: temporalio (tests/unit/test_contract.py checks that the two agree)
 SEARCH_ATTRIBUTES = ("SkyShiftKind", "SkyShiftNamespace", "SkyShiftPhase", "SkyShiftCluster")
-# DESIGN.md "Performance budget": WAL + synchronous=normal doubles dev-server throughput.
+# The performance budget: WAL + synchronous=normal doubles dev-server throughput.
 SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
 
 
@@ -197,6 +197,16 @@ def stack_env(home: Path, ports: Ports) -> dict[str, str]:
     }
 
 
+def metrics_addresses(raw: str) -> list[str]:
+    """With ``SKYSHIFT_METRICS_ADDRESS=host:port``, the API, the control worker and the skylet
+    manager serve metrics on ``port``, ``port+1`` and ``port+2`` (one address each: they would
+    otherwise all bind the same one, and all but the first fail); [] when unset or not a port."""
+    host, _, port = raw.strip().rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65534:
+        return []
+    return [f"{host}:{int(port) + i}" for i in range(3)]
+
+
 def build_components(home: Path, ports: Ports, resolve: bool = True) -> list[Component]:
     """The stack in start order (``down`` goes in reverse).
 
@@ -268,15 +278,24 @@ def build_components(home: Path, ports: Ports, resolve: bool = True) -> list[Com
         home=home,
     )
 
+    metrics = metrics_addresses(os.environ.get("SKYSHIFT_METRICS_ADDRESS", ""))
+
     def python_component(
         name: str, title: str, module: str, health: Health, address: str, listens: dict[str, int]
     ) -> Component:
         ready_file = home / "run" / f"{name}.ready"
+        own = {"SKYSHIFT_METRICS_ADDRESS": metrics.pop(0)} if metrics else {}
+        if isinstance(health, ProcessHealth) and health.ready_file is None:
+            # healthy once the worker says so, not after a second alive: `up` installs the
+            # firewall from the ports the stack listens on when it returns, and a worker still
+            # importing has not bound its metrics listeners yet (they stayed open to jobs)
+            health = ProcessHealth(ready_file=ready_file)
         return Component(
             name=name,
             title=title,
             argv=[sys.executable, "-m", module],
-            env={**base_env, "SKYSHIFT_READY_FILE": str(ready_file), "PYTHONUNBUFFERED": "1"},
+            env={**base_env, "SKYSHIFT_READY_FILE": str(ready_file), "PYTHONUNBUFFERED": "1",
+                 **own},
             health=health,
             address=address,
             listens=listens,

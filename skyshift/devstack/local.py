@@ -2,8 +2,10 @@
 
 Both steps are idempotent, so a second ``up`` (or one after ``down``) leaves one cluster and one
 ``local`` context. Run as root, ``up`` creates the system user ``skyshift-run`` and the cluster
-runs its replicas as that user (``run_as``), so a job cannot read ``$SKYSHIFT_HOME`` (the admin
-password, the signing key, etcd's password); a cluster attached before that is updated.
+runs its replicas as users of that user's group, one per namespace (``run_as`` and
+``namespace_users``), so a job cannot read ``$SKYSHIFT_HOME`` (the admin password, the signing
+key, etcd's password) nor another namespace's processes; a cluster attached before that is
+updated.
 """
 
 from __future__ import annotations
@@ -107,7 +109,7 @@ def work_roots(clusters: Path) -> list[Path]:
 def local_cluster_config(home: Path, run_as: str | None = None) -> dict[str, Any]:
     config: dict[str, Any] = {"state_dir": str(local_state_dir(home))}
     if run_as:
-        config["run_as"] = run_as
+        config.update(run_as=run_as, namespace_users=True)
     return config
 
 
@@ -144,7 +146,8 @@ def attach_local_cluster(
 
 
 def _update_run_as(url: str, headers: dict[str, str] | None, run_as: str | None) -> str:
-    """Give the existing ``local`` cluster our ``run_as`` (its other settings stay)."""
+    """Give the existing ``local`` cluster our ``run_as`` and ``namespace_users`` (its other
+    settings stay)."""
     if not run_as:
         return "already attached"
     resp = httpx.get(url, timeout=30.0, headers=headers)
@@ -153,14 +156,14 @@ def _update_run_as(url: str, headers: dict[str, str] | None, run_as: str | None)
     obj = resp.json()
     spec = obj.setdefault("spec", {})
     config = spec.get("config") or {}
-    if config.get("run_as") == run_as:
+    if config.get("run_as") == run_as and config.get("namespace_users") is True:
         return "already attached"
-    spec["config"] = {**config, "run_as": run_as}
+    spec["config"] = {**config, "run_as": run_as, "namespace_users": True}
     obj.pop("status", None)
     put = httpx.put(url, json=obj, timeout=30.0, headers=headers)
     if not put.is_success:
         raise _http_error("PUT", url, put)
-    return f"updated to run replicas as {run_as}"
+    return f"updated to run replicas as {run_as} (a user per namespace)"
 
 
 def _http_error(method: str, url: str, resp: httpx.Response) -> StackError:

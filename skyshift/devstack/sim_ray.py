@@ -11,9 +11,7 @@ caller's secrets must not be in it).
 
 Who the heads run as: entrypoints of Ray jobs run as the user of the raylet. Run as root, ``up``
 starts the heads as the unprivileged ``skyshift-run`` user (the one ``skyshift up`` creates for
-local replicas) when that user can run this Python and import ray; when it cannot (e.g. the
-interpreter lives under a 0700 ``/root``), the heads run as root and ``up`` says so loudly
-(docs/security.md).
+local replicas), never as root: :mod:`skyshift.devstack.sim_ray_user` (docs/security.md).
 
 ``down`` stops a head by SIGTERM to its process group (``ray start --block`` stops what it
 started), SIGKILL after a grace period, then sweeps any process still pointing at the cluster's
@@ -42,6 +40,7 @@ from pathlib import Path
 import click
 
 from skyshift.config import skyshift_home
+from skyshift.devstack.sim_ray_user import NoUnprivilegedUser, head_prefix
 from skyshift.devstack.sim_slurm import free_ports
 
 META_FILE = "cluster.json"
@@ -110,48 +109,18 @@ def _wait_gone(pids: list[int], timeout: float) -> list[int]:
         time.sleep(0.1)
 
 
-def run_as_user(home: Path, progress: Progress | None = None) -> str:
-    """The user heads run as: ``skyshift-run`` when we are root and it can run Ray and enter
-    ``home``, else "" (ourselves), with the reason told through ``progress``."""
-    if os.geteuid() != 0:
-        return ""
+def run_as_user(home: Path, progress: Progress | None = None) -> tuple[str, list[str]]:
+    """(user, argv prefix) heads start with: ``skyshift-run`` when we are root (never root
+    itself, :mod:`skyshift.devstack.sim_ray_user`), ("", []) otherwise."""
     try:
-        pwd.getpwnam(RUN_USER)
-    except KeyError:
-        from skyshift.devstack.local import ensure_run_user
-
-        try:
-            ensure_run_user(RUN_USER)
-        except Exception as exc:  # no useradd: fall back, loudly
-            if progress:
-                progress(f"WARNING: cannot create {RUN_USER} ({exc}); Ray heads run as root")
-            return ""
-    user = pwd.getpwnam(RUN_USER)
-    check = subprocess.run(
-        ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups", "--",
-         sys.executable, "-c",
-         # Ray's head starts its workers with sys.executable: that must run too (a venv
-         # whose base interpreter sits in a home the user cannot enter imports ray, then
-         # fails there with EACCES)
-         "import os, subprocess, sys, ray; subprocess.run([sys.executable, '-c', ''], "
-         "check=True); sys.exit(0 if os.access(sys.argv[1], os.X_OK) else 3)",
-         str(home)],
-        capture_output=True, text=True, cwd="/", timeout=120,
-        env={"PATH": os.environ.get("PATH", os.defpath)},
-    ) if shutil.which("setpriv") else None
-    if check is not None and check.returncode == 0:
-        return RUN_USER
-    if check is None:
-        why = "setpriv is missing"
-    elif check.returncode == 3:
-        why = f"{RUN_USER} cannot enter {home} (give --home a directory it can reach)"
-    else:
-        why = (f"{RUN_USER} cannot run {sys.executable} with ray "
-               f"({(check.stderr.strip().splitlines() or ['?'])[-1][:160]})")
-    if progress:
-        progress(f"WARNING: {why}; Ray heads (and so every Ray job's entrypoint) run as root; "
-                 "see docs/security.md")
-    return ""
+        user, prefix = head_prefix(home)
+    except NoUnprivilegedUser as exc:
+        raise SimRayError(f"refusing to run Ray heads (and every Ray job) as root: {exc}; "
+                          "see docs/security.md") from None
+    if user and progress and len(prefix) > 6:
+        progress(f"Ray heads run as {user} in a mount namespace that shows them only the "
+                 "Python installation of otherwise private directories")
+    return user, prefix
 
 
 # ---- clusters -------------------------------------------------------------------------------
@@ -172,6 +141,7 @@ class SimRayCluster:
     gpu_type: str = "simgpu"
     object_store_mb: int = 128
     user: str = ""  # "" = the user that ran `up`
+    prefix: list[str] = field(default_factory=list)  # starts the head as ``user`` (as root)
     host: str = "127.0.0.1"
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -258,12 +228,16 @@ class SimRayCluster:
         argv = self.argv(ray)
         uid: int | None = None
         gid: int | None = None
+        if self.prefix:
+            argv = [*self.prefix, *argv]
         if self.user:
             user = pwd.getpwnam(self.user)
             uid, gid = user.pw_uid, user.pw_gid
             for d in (self.root, self.temp_dir, home):
                 os.chown(d, uid, gid)
             env.update(USER=self.user, LOGNAME=self.user)
+            if self.prefix:  # setpriv in the prefix drops to the user after the mounts
+                uid = gid = None
         log = self.root / "head.log"
         with log.open("ab") as out:
             child = subprocess.Popen(
@@ -387,7 +361,7 @@ def start_ray_clusters(
     known = {c.name: c for c in existing_clusters(home)}
     used = {p for c in known.values()
             for p in [c.gcs_port, c.dashboard_port, *c.ports.values(), *c.worker_ports]}
-    user = run_as_user(home, progress)
+    user, head_argv = run_as_user(home, progress)
     result: list[SimRayCluster] = []
     todo: list[SimRayCluster] = []
     for i in range(1, clusters + 1):
@@ -408,7 +382,7 @@ def start_ray_clusters(
             name=name, root=home / name, gcs_port=ports[0], dashboard_port=ports[1],
             ports=dict(zip(keys, ports[2:2 + len(keys)], strict=True)),
             worker_ports=ports[2 + len(keys):], cpus=cpus, gpus=gpus,
-            object_store_mb=object_store_mb, user=user,
+            object_store_mb=object_store_mb, user=user, prefix=head_argv,
         )
         cluster.save()
         todo.append(cluster)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from skyshift.config import Settings
-from skyshift.devstack import health, procs
+from skyshift.devstack import firewall, health, procs
 from skyshift.devstack.components import (
     LOOPBACK,
     Component,
@@ -312,7 +312,7 @@ def up(
 class Stopped:
     name: str
     pid: int | None
-    outcome: str  # stopped | killed | not running | stale pid file
+    outcome: str  # stopped | killed | not running | stale pid file | removed
 
 
 def _components_for(home: Path) -> tuple[StackState | None, list[Component]]:
@@ -344,6 +344,9 @@ def down(home: Path, purge: bool = False, grace: float = DEFAULT_GRACE) -> list[
         if state is not None:
             state.components = records
             state.save()
+        if firewall.remove(home):
+            out.append(Stopped(f"firewall table inet {firewall.table_name(home)}", None,
+                               "removed"))
         if purge:
             out += _purge(home, components, grace)
     return out

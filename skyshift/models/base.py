@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from skyshift.models.meta import ObjectMeta, StrictModel, dump
 
 API_VERSION = "skyshift.io/v1"
+#: The apiVersions a manifest may name (leaving it out means the current one); anything else,
+#: e.g. a typo or ``skyshift.io/v999``, is refused rather than read as v1.
+API_VERSIONS = (API_VERSION,)
 
 
 class SkyObject(StrictModel):
@@ -24,6 +27,14 @@ class SkyObject(StrictModel):
     metadata: ObjectMeta
     spec: Any = Field(default=None)
     status: Any = Field(default=None)
+
+    @field_validator("apiVersion")
+    @classmethod
+    def _api_version(cls, v: str) -> str:
+        if v not in API_VERSIONS:
+            raise ValueError(f"apiVersion {v[:80]!r} is not served: use {API_VERSION} "
+                             "(or leave apiVersion out)")
+        return v
 
     def to_dict(self) -> dict[str, Any]:
         return dump(self)

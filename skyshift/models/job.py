@@ -65,6 +65,18 @@ class ResourceRequest(StrictModel):
         return Resources(cpus, self.memory, self.gpus, dict(self.accelerators))
 
 
+#: A label every cluster has for placement, whose value is the cluster's name: a job is pinned
+#: to a cluster with the filter ``matchLabels: {skyshift.io/cluster: NAME}`` (what
+#: ``skyctl create job --cluster NAME`` writes). The scheduler adds it to the labels it matches
+#: and it outranks a label of the same key set by hand, so it always names the cluster.
+CLUSTER_NAME_LABEL = "skyshift.io/cluster"
+
+
+def placement_labels(cluster: str, labels: dict[str, str]) -> dict[str, str]:
+    """The labels a placement filter sees on ``cluster``: its own plus the name label."""
+    return {**labels, CLUSTER_NAME_LABEL: cluster}
+
+
 class Preference(LabelFilter):
     weight: int = Field(default=1, ge=1, le=100)
 

@@ -2,6 +2,12 @@
 
 The e-mail address is optional; when given it must look like one (``name@host.domain``), so a
 typo is caught at registration (by ``skyctl register`` before sending, and by this model).
+
+User names are wider than object names, as in the original SkyShift: capitals and ``_`` are
+allowed (``john_doe``, ``JohnDoe``), since people pick them, not DNS. They stay safe wherever
+they become a key, a URL segment or a log field: letters, digits, ``_`` and ``-`` only (no
+``/``, ``.``, spaces or control characters), starting and ending with a letter or digit, at most
+63 characters. Names differing only in case are different users.
 """
 
 from __future__ import annotations
@@ -12,7 +18,21 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator
 
 from skyshift.models.base import SkyObject
-from skyshift.models.meta import StrictModel
+from skyshift.models.meta import ObjectMeta, StrictModel
+
+_USER_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?")
+
+
+def validate_user_name(value: str, what: str = "user name") -> str:
+    """``value`` unchanged if it is a valid user name; ValueError saying the rule otherwise."""
+    if not isinstance(value, str) or not _USER_NAME.fullmatch(value):
+        shown = repr(value[:80]) if isinstance(value, str) else type(value).__name__
+        raise ValueError(
+            f"{what} {shown} is not valid: use letters, digits, '_' and '-', starting and "
+            "ending with a letter or digit, at most 63 characters"
+        )
+    return value
+
 
 _EMAIL_LOCAL = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]+$")
 _EMAIL_HOST_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$")
@@ -55,11 +75,21 @@ class UserSpec(StrictModel):
         return validate_email(v)
 
 
+class UserMeta(ObjectMeta):
+    """A user's metadata: the name follows :func:`validate_user_name`, not DNS-1123."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return validate_user_name(v)
+
+
 class User(SkyObject):
     KIND: ClassVar[str] = "User"
     PLURAL: ClassVar[str] = "users"
     NAMESPACED: ClassVar[bool] = False
 
     kind: Literal["User"] = "User"
+    metadata: UserMeta
     spec: UserSpec = Field(default_factory=UserSpec)
     status: dict[str, str] = Field(default_factory=dict)

@@ -1,6 +1,6 @@
 """What every workflow shares: search attribute keys, retry policies and activity timeouts.
 
-Kept in one place so the three lifecycles retry the same way (DESIGN.md, Retries): transient
+Kept in one place so the three lifecycles retry the same way: transient
 errors are retried by Temporal with backoff, compat errors that retrying cannot fix arrive as
 non-retryable ApplicationErrors, and no workflow loops on a failure by hand.
 """

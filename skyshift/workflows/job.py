@@ -3,7 +3,7 @@
 Pending -> Scheduled -> Running -> Succeeded | Failed, or Deleting at any time. The bookkeeping
 rules live in :mod:`skyshift.workflows.jobstate`; this module sequences them.
 
-What a job costs the Temporal server (the budget of DESIGN.md, "Performance budget"), for a
+What a job costs the Temporal server (the performance budget of docs/architecture.md), for a
 one-replica job that runs to completion on a healthy cluster:
 
 * signal-with-start by the API (the ``ensure`` signal rides along with the start) -> workflow

@@ -1,6 +1,6 @@
 """ServiceWorkflow (``service/<ns>/<name>``): a service on its primary cluster, plus Endpoints.
 
-DESIGN.md: "creates the service on its primary cluster and keeps cross-cluster endpoints".
+The design: "creates the service on its primary cluster and keeps cross-cluster endpoints".
 
 * Primary cluster: ``spec.primaryCluster`` when set, else the cluster where most replicas of the
   jobs matching the selector are placed (read from the jobs' status; the service stays where it

@@ -405,7 +405,7 @@ async def test_delete_removes_every_object_on_every_cluster(k8: K8sE2E) -> None:
 
 
 async def test_always_job_runs_as_deployments(k8: K8sE2E) -> None:
-    """DESIGN.md (Compatibility layer) and the adapter: restartPolicy Always -> one
+    """The compatibility layer (docs/architecture.md) and the adapter: restartPolicy Always -> one
     single-replica Deployment per replica, so Kubernetes restarts it (``jobstate.replica_spec``
     once handed every replica to the adapter as restartPolicy Never)."""
     name = k8.job_name("always")

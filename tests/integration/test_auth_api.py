@@ -239,9 +239,26 @@ async def test_registration_checks_before_using_the_invite(
     c = secure_client
     secret = await invite(c, admin_headers)
     assert (await register(c, "admin", secret)).status_code == 409  # name taken
-    assert (await register(c, "Bad_Name", secret)).status_code == 422
+    for bad in ("bad/name", "_lead", "tab\there", "x" * 64):
+        bad_reply = await register(c, bad, secret)
+        assert bad_reply.status_code == 422, bad
+        assert "letters, digits, '_' and '-'" in bad_reply.text
     assert (await register(c, "frank", secret, password="short")).status_code == 422
     assert (await register(c, "frank", secret)).status_code == 201  # the invite still worked
+
+
+async def test_user_names_with_capitals_and_underscores_work_as_in_the_original(
+    secure_client: httpx.AsyncClient, admin_headers: dict[str, str]
+) -> None:
+    """``john_doe`` was allowed by the original SkyShift; it registers, logs in and is found."""
+    c = secure_client
+    headers = await new_user(c, admin_headers, "john_doe")
+    assert (await c.get("/users/john_doe", headers=admin_headers)).status_code == 200
+    await new_user(c, admin_headers, "JaneDoe")
+    names = {u["metadata"]["name"] for u in
+             (await c.get("/users", headers=admin_headers)).json()["items"]}
+    assert {"john_doe", "JaneDoe"} <= names
+    assert headers["Authorization"].startswith("Bearer ")
 
 
 async def test_concurrent_registrations_with_one_invite(

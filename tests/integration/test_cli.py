@@ -179,7 +179,8 @@ def test_cluster_create_get_describe_delete(skyctl: Skyctl) -> None:
     skyctl.ok("create", "cluster", name, "--manager", "local", "-l", "zone", "a",
               "--cpus", "4", "--memory", "8")
     table = skyctl.ok("get", "clusters")
-    assert table.lines[0] == ["NAME", "MANAGER", "LABELS", "RESOURCES", "STATUS", "AGE"]
+    assert table.lines[0] == ["NAME", "MANAGER", "LABELS", "RESOURCES", "(USED/TOTAL)", "STATUS",
+                              "AGE"]
     row = next(ln for ln in table.lines if ln[0] == name)
     assert row[1:3] == ["local", "zone=a"] and "Init" in row
     wide = skyctl.ok("get", "cl", name, "-o", "wide")
@@ -352,6 +353,8 @@ def test_filter_policy_naming_a_missing_cluster_is_created_with_a_warning(skyctl
     run = skyctl.ok("create", "fp", name, "-i", missing)
     assert run.out == f"filterpolicy/{name} created\n"
     assert run.err.startswith("warning: ") and missing in run.err and "does not exist" in run.err
+    # the warning tells the truth: with no included cluster existing, the jobs all wait
+    assert "every job it selects stays Pending until one is created" in run.err
     described = skyctl.ok("describe", "fp", name).out
     assert f"include names clusters that do not exist: {missing}" in described
     assert "every job this policy selects stays Pending" in described

@@ -18,6 +18,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from skyshift.compat.local_lb_run import run_dir
 from skyshift.compat.types import ServicePort, ServiceSpec
 from skyshift.contract import activity_names as act
 from skyshift.contract.names import CONTROL_QUEUE, WF_SERVICE, skylet_queue
@@ -63,7 +64,8 @@ async def test_forged_service_names_never_reach_haproxy(lifecycle_stack: Lifecyc
     await s.job_phase("web", "Running")
     await add_service(s, "web", selector={"app": "web"}, primaryCluster="forge-a")
     await service_phase(s, "web", "Ready")
-    cfg = s.state_dirs["forge-a"] / "lb" / "haproxy.cfg"
+    # where the skylet writes it (as root: HAProxy's own directory under /run/skyshift/lb)
+    cfg = run_dir("forge-a", s.state_dirs["forge-a"] / "lb") / "haproxy.cfg"
     assert "frontend f_default.web_80" in cfg.read_text()
 
     marker = tmp_path / "lua-ran"

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import http.server
 import os
+import pwd
+import shutil
 import socketserver
+import stat
 import threading
 import time
 import urllib.request
@@ -18,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from skyshift.compat.local_lb import LocalBalancer
+from skyshift.compat.local_lb_run import LB_USER
 from skyshift.compat.types import ServicePort, ServiceSpec
 from tests.fixtures.require import require_binary
 
@@ -136,3 +140,27 @@ def test_haproxy_balances_and_follows_backends(tmp_path: Path,
             time.sleep(0.1)
     finally:
         lb.stop()
+
+
+def test_haproxy_run_by_root_runs_as_its_own_user(tmp_path: Path,
+                                                  servers: dict[str, str]) -> None:
+    """Issue 26: a root skylet starts HAProxy (and its config check) as ``skyshift-lb`` with no
+    capability but binding low ports, its socket in a directory replicas cannot enter."""
+    require_binary("haproxy", "apt-get install haproxy")
+    if os.geteuid() != 0:
+        pytest.skip("HAProxy drops to its own user only when the skylet is root")
+    lb = LocalBalancer("lb-user", tmp_path, "127.0.0.1")
+    try:
+        status = lb.apply(spec([servers["r0"]]))
+        assert reaches(f"http://{status.cluster_ip}:80/", {"r0"}) == {"r0"}  # port 80 bound
+        fields = dict(line.split(":", 1) for line in
+                      Path(f"/proc/{int(lb.pidfile.read_text())}/status").read_text().splitlines())
+        uid = int(fields["Uid"].split()[0])
+        assert uid == pwd.getpwnam(LB_USER).pw_uid != 0
+        assert int(fields["CapEff"], 16) == 1 << 10  # CAP_NET_BIND_SERVICE, nothing else
+        assert lb.sock.parent.stat().st_uid == uid
+        assert stat.S_IMODE(lb.sock.parent.stat().st_mode) == 0o700
+        assert not str(lb.sock).startswith(str(tmp_path))  # not in the state dir
+    finally:
+        lb.stop()
+        shutil.rmtree(lb.sock.parent, ignore_errors=True)

@@ -3,6 +3,7 @@ API answers at the address ``up`` prints, and ``down`` leaves no Ray process beh
 
 from __future__ import annotations
 
+import grp
 import os
 import re
 import shutil
@@ -41,6 +42,13 @@ def test_up_prints_the_attach_line_and_down_stops_everything() -> None:
         assert cluster.jobs_api_ready()
         pids = cluster.processes()
         assert pids
+        if os.geteuid() == 0:  # issue 26: never root, so neither are the jobs' entrypoints
+            uids = {pid: _ids(pid, "Uid") for pid in pids}
+            assert 0 not in uids.values(), uids
+            assert cluster.user == "skyshift-run"
+            # the group `skyshift up`'s firewall refuses the control plane to
+            group = grp.getgrnam("skyshift-run").gr_gid
+            assert {_ids(pid, "Gid") for pid in pids} <= {group, -1}
         status = sim(home, "status")
         assert f"r1: running on {cluster.address} (Jobs API ready" in status.stdout
         again = sim(home, "up", "--clusters", "1", "--cpus", "1")
@@ -62,3 +70,12 @@ def _zombie(pid: int) -> bool:
     except OSError:
         return True
     return raw[raw.rindex(")") + 2:].split()[0] in ("Z", "X")
+
+
+def _ids(pid: int, field: str) -> int:
+    """The real uid or gid (``field``: "Uid" or "Gid") of ``pid``; -1 when it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return -1
+    return int(status.split(f"{field}:")[1].split()[0])

@@ -97,6 +97,14 @@ def test_job_has_one_row_per_cluster() -> None:
     assert rows[0][-3:] == ["2", "0", "2 replicas restarting"]  # RESTARTS PRIORITY MESSAGE
 
 
+def test_failed_job_rows_agree_with_its_phase() -> None:
+    """`--replicas 2 --run 'python -c 1'` without python: one replica failed, one is still
+    counted Pending; the job is Failed and so is its row."""
+    obj = job(phase="Failed", placement={"local": 2},
+              replicaStatus={"local": {"Failed": 1, "Pending": 1}})
+    assert [r[5] for r in job_rows(obj, wide=False, now=NOW)] == ["Failed"]
+
+
 def test_placed_cluster_without_counts_yet() -> None:
     rows = job_rows(job(phase="Scheduled", placement={"kind-1": 4}), wide=False, now=NOW)
     assert rows[0][1:3] == ["kind-1", "0/4"]
@@ -111,6 +119,10 @@ def test_placed_cluster_without_counts_yet() -> None:
         ({"Succeeded": 2}, "Running", "Succeeded"),
         ({}, "Scheduled", "Scheduled"),
         ({"Running": 2}, "Deleting", "Deleting"),
+        # a job that failed with a replica never started: the row says Failed, not Pending
+        ({"Failed": 1, "Pending": 1}, "Failed", "Failed"),
+        ({"Pending": 1}, "Failed", "Failed"),
+        ({"Succeeded": 1, "Pending": 1}, "Succeeded", "Succeeded"),
     ],
 )
 def test_replica_state(counts: dict[str, int], phase: str, state: str) -> None:
@@ -130,9 +142,11 @@ def test_cluster_table_columns_and_resources() -> None:
         },
     }
     table = build_table("Cluster", [cluster], now=NOW)
-    assert table.headers == ["NAME", "MANAGER", "LABELS", "RESOURCES", "STATUS", "AGE"]
+    assert table.headers == ["NAME", "MANAGER", "LABELS", "RESOURCES (USED/TOTAL)", "STATUS",
+                             "AGE"]
+    # 3 of 8 CPUs are free, so 5 are used: the same figures as `skyctl status`
     assert table.rows == [
-        ["kind-1", "k8", "zone=a", "cpus: 3/8\nmemory: 10 GB/16 GB", "Ready", "2d"]
+        ["kind-1", "k8", "zone=a", "cpus: 5/8\nmemory: 6 GB/16 GB", "Ready", "2d"]
     ]
     assert headers("Cluster", wide=True)[-4:] == ["CLOUD", "REGION", "NODES", "MESSAGE"]
 

@@ -58,7 +58,8 @@ def test_placement_filter_selects_by_reported_label() -> None:
     status = {"phase": "Ready", "allocatable": node, "capacity": node,
               "labels": {"slurm/partition": "debug", "team": "reported"}}
     [info] = cluster_infos([cluster({"team": "user"}, status)], [])
-    assert info.labels == {"slurm/partition": "debug", "team": "user"}  # user labels win
+    assert info.labels == {"slurm/partition": "debug", "team": "user",  # user labels win
+                           "skyshift.io/cluster": "hpc"}  # and every cluster has its name
     wanted = JobRequest("default/j", "u", "default", {}, 0, 0.0, 1, Resources(1, 100),
                         [Filter(match_labels={"slurm/partition": "debug"})])
     other = JobRequest("default/k", "v", "default", {}, 0, 0.0, 1, Resources(1, 100),

@@ -9,6 +9,7 @@ every call, so "nothing was produced" is what the test sees, not an assumption."
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -196,10 +197,17 @@ def test_balancer_leaves_a_poisoned_stored_entry_out_of_the_config(tmp_path: Pat
     configuration: the bad entry is left out, the good one written."""
     lb = LocalBalancer("local", tmp_path, "127.0.0.1")
     lb.dir.mkdir(parents=True)
+    # as root the config lives in HAProxy's own directory under /run/skyshift/lb
+    made = not lb.cfg.parent.exists()
+    lb.cfg.parent.mkdir(parents=True, exist_ok=True)
     good = {"ip": "127.77.0.9", "ports": [{"port": 80, "target": 8080}], "backends": {}}
-    lb._write_config({"ml.web": good, f"ml.{INJECTED}": good,
-                      "ml.api": {**good, "ip": "127.0.0.1\nglobal"}})
-    text = lb.cfg.read_text()
+    try:
+        lb._write_config({"ml.web": good, f"ml.{INJECTED}": good,
+                          "ml.api": {**good, "ip": "127.0.0.1\nglobal"}})
+        text = lb.cfg.read_text()
+    finally:
+        if made and lb.cfg.parent != lb.dir:
+            shutil.rmtree(lb.cfg.parent, ignore_errors=True)
     assert "lua-load" not in text and text.count("\nglobal") == 0
     assert "frontend f_ml.web_80" in text and "ml.api" not in text
 

@@ -26,9 +26,8 @@ from skyshift.api.body import media_type, parse_json, read_bytes
 from skyshift.api.deps import current_user, get_auth
 from skyshift.api.errors import ApiError, from_validation
 from skyshift.models.base import API_VERSION
-from skyshift.models.meta import validate_name
 from skyshift.models.rbac import roles_of
-from skyshift.models.user import email_problem
+from skyshift.models.user import email_problem, validate_user_name
 from skyshift.store.errors import AlreadyExists, NotFound
 
 log = logging.getLogger(__name__)
@@ -183,7 +182,7 @@ async def register_user(request: Request) -> Any:
 async def _register(request: Request, auth: AuthService) -> dict[str, Any]:
     body: RegisterRequest = await _json_body(request, RegisterRequest, "registration")
     try:
-        validate_name(body.username, "username")
+        validate_user_name(body.username, "username")
     except ValueError as exc:
         raise ApiError(422, str(exc), field="username") from None
     if problem := password_problem(body.password):

@@ -1,0 +1,120 @@
+"""The stack's firewall: which ports it finds, the rules it writes, and (as root, with nft) that
+the rule refuses the replicas' group and nobody else, and that ``remove`` takes it away."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skyshift.devstack import firewall, isolation
+from skyshift.devstack.components import Ports
+
+
+def test_listening_ports_finds_the_listeners_of_a_process_group(tmp_path: Path) -> None:
+    code = ("import socket,sys,time\ns=socket.socket(); s.bind(('127.0.0.1',0)); s.listen()\n"
+            "u=socket.socket(type=socket.SOCK_DGRAM); u.bind(('127.0.0.1',0))\n"
+            "print(s.getsockname()[1], u.getsockname()[1], flush=True); time.sleep(60)")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                             start_new_session=True)  # fmt: skip
+    try:
+        assert child.stdout is not None
+        tcp, udp = map(int, child.stdout.readline().split())
+        assert {tcp, udp} <= firewall.listening_ports({child.pid})
+        assert tcp not in firewall.listening_ports({os.getpgid(0)})  # not ours
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_ruleset_replaces_the_table_and_names_every_port() -> None:
+    script = firewall.ruleset("skyshift_abc", 995, [7233, 8233, 7233])
+    assert script.splitlines()[:3] == ["table inet skyshift_abc", "delete table inet skyshift_abc",
+                                       "table inet skyshift_abc {"]  # fmt: skip
+    assert "meta skgid 995 fib daddr type local tcp dport { 7233, 8233 }" in script
+    assert "reject with tcp reset" in script
+
+
+def test_tables_are_per_home(tmp_path: Path) -> None:
+    a, b = firewall.table_name(tmp_path / "a"), firewall.table_name(tmp_path / "b")
+    assert a != b and a.startswith(firewall.TABLE_PREFIX) and len(a) < 32
+
+
+def test_not_root_says_each_thing_it_cannot_enforce(tmp_path: Path) -> None:
+    lines = isolation.not_root(tmp_path, Ports(temporal=1, ui=2, etcd=3, etcd_peer=4))
+    text = "\n".join(lines)
+    for what in (str(tmp_path), "127.0.0.1:1", "2 UI", "3 client", "4 peer", "environ",
+                 "HAProxy", "Ray", "as root"):
+        assert what in text, what
+
+
+def test_control_ports_leave_the_api_open() -> None:
+    ports = Ports(etcd=1, etcd_peer=2, temporal=3, ui=4, api=5)
+    assert isolation.control_ports(ports, {}) >= {1, 2, 3, 4}
+    assert 5 not in isolation.control_ports(ports, {"api": {"pid": os.getpid()}})
+
+
+def test_control_ports_hold_every_metrics_port_bound_or_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the API, the control worker and the skylet manager get port, +1, +2; a worker still
+    # starting when `up` installs the table has not bound its own yet
+    monkeypatch.setenv("SKYSHIFT_METRICS_ADDRESS", "127.0.0.1:40100")
+    ports = Ports(etcd=1, etcd_peer=2, temporal=3, ui=4, api=5)
+    assert isolation.control_ports(ports, {}) >= {40100, 40101, 40102}
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or firewall.nft_binary() is None,
+                    reason="installing nft rules needs root and nftables")
+def test_the_rule_refuses_the_group_and_nobody_else(tmp_path: Path) -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    connect = (f"import socket\ntry:\n socket.create_connection(('127.0.0.1', {port}), 2); "
+               "print('open')\nexcept OSError as e: print(e.strerror)")
+    gid = 64000 + os.getpid() % 1000  # a group no process on this host uses
+    try:
+        firewall.install(tmp_path, gid, [port])
+        assert firewall.current_ports(tmp_path) == {port}
+        refused = as_group(gid, connect)
+        other = as_group(gid + 1, connect)
+        assert firewall.remove(tmp_path)
+        after = as_group(gid, connect)
+    finally:
+        firewall.remove(tmp_path)
+        server.close()
+    assert (refused, other, after) == ("Connection refused", "open", "open")
+    assert firewall.current_ports(tmp_path) is None
+
+
+def as_group(gid: int, code: str) -> str:
+    argv = ["setpriv", "--reuid=65534", f"--regid={gid}", "--clear-groups", "--",
+            "/usr/bin/python3", "-c", code]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip()
+
+
+def test_each_python_component_gets_its_own_metrics_port(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from skyshift.devstack.components import build_components
+
+    monkeypatch.setenv("SKYSHIFT_METRICS_ADDRESS", "127.0.0.1:9464")
+    got = {c.name: c.env.get("SKYSHIFT_METRICS_ADDRESS")
+           for c in build_components(tmp_path, Ports(), resolve=False)}
+    assert got == {"etcd": None, "temporal": None, "api": "127.0.0.1:9464",
+                   "control": "127.0.0.1:9465", "skylet-manager": "127.0.0.1:9466"}
+
+
+def test_workers_are_healthy_only_once_they_say_so(tmp_path: Path) -> None:
+    # `up` reads the ports to refuse when it returns: a worker a second old may still be
+    # importing, its metrics listeners not bound (they stayed open to jobs, issue 26)
+    from skyshift.devstack.components import ProcessHealth, build_components
+
+    for c in build_components(tmp_path, Ports(), resolve=False):
+        if c.name in ("control", "skylet-manager"):
+            assert c.health == ProcessHealth(ready_file=c.ready_file), c.name
+            assert c.env["SKYSHIFT_READY_FILE"] == str(c.ready_file)
