@@ -19,10 +19,10 @@ import hashlib
 import os
 import pwd
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from skyshift.compat import local_tenants
 from skyshift.compat.errors import Permanent
 
 LB_USER = "skyshift-lb"
@@ -72,15 +72,5 @@ def ensure_lb_user() -> pwd.struct_passwd:
         return pwd.getpwnam(LB_USER)
     except KeyError:
         pass
-    argv = ["useradd", "--system", "--user-group", "--no-create-home", "--home-dir",
-            "/nonexistent", "--shell", "/usr/sbin/nologin", "--comment", "SkyShift HAProxy",
-            LB_USER]  # fmt: skip
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-        detail = (done.stderr or done.stdout).strip()
-    except (OSError, subprocess.SubprocessError) as exc:
-        detail = str(exc)
-    try:
-        return pwd.getpwnam(LB_USER)  # also when another skylet created it meanwhile
-    except KeyError:
-        raise Permanent(f"cannot create the user {LB_USER} for HAProxy: {detail}") from None
+    return local_tenants.add_system_user(LB_USER, ["--user-group"], "SkyShift HAProxy",
+                                         "for HAProxy")

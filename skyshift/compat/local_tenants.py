@@ -63,9 +63,16 @@ def ensure_user(base: str, gid: int, namespace: str) -> pwd.struct_passwd:
 
 
 def _useradd(name: str, gid: int, namespace: str) -> pwd.struct_passwd:
-    argv = ["useradd", "--system", "--gid", str(gid), "--no-create-home",
-            "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
-            "--comment", f"SkyShift namespace {namespace}", name]  # fmt: skip
+    return add_system_user(name, ["--gid", str(gid)], f"SkyShift namespace {namespace}",
+                           f"for namespace {namespace}")
+
+
+def add_system_user(name: str, group: list[str], comment: str,
+                    purpose: str) -> pwd.struct_passwd:
+    """``useradd --system`` without a home or a login shell (``group``: ``--gid N`` or
+    ``--user-group``); Permanent naming ``purpose`` when the user still does not exist after."""
+    argv = ["useradd", "--system", *group, "--no-create-home", "--home-dir", "/nonexistent",
+            "--shell", "/usr/sbin/nologin", "--comment", comment, name]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         detail = (done.stderr or done.stdout).strip()
@@ -74,9 +81,7 @@ def _useradd(name: str, gid: int, namespace: str) -> pwd.struct_passwd:
     try:
         return pwd.getpwnam(name)  # also when another process created it meanwhile
     except KeyError:
-        raise Permanent(
-            f"cannot create the user {name} for namespace {namespace}: {detail}"
-        ) from None
+        raise Permanent(f"cannot create the user {name} {purpose}: {detail}") from None
 
 
 def private_proc_prefix(setpriv: str) -> list[str]:

@@ -11,6 +11,8 @@ import asyncio
 import os
 import pwd
 import shutil
+import subprocess
+import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from skyshift.compat.local import LocalManager
 from skyshift.compat.types import ReplicaSpec
 from skyshift.devstack.local import ensure_run_user
 from tests.fixtures.compat import local_factory, make_spec, wait_state
+from tests.fixtures.require import require
 
 __all__ = ["local_factory"]
 
@@ -131,3 +134,19 @@ async def test_exec_runs_as_the_namespace_user_with_its_private_proc(
 def test_namespace_users_need_run_as(local_factory: Callable[..., LocalManager]) -> None:
     with pytest.raises(Permanent, match="namespace_users needs run_as"):
         local_factory(namespace_users=True)
+
+
+def test_add_system_user_creates_one_without_login_or_says_why() -> None:
+    """The one way SkyShift creates its users (namespace users, HAProxy's): a system user with
+    no home and no shell; a name useradd refuses is a Permanent error naming the purpose."""
+    require(os.geteuid() == 0 and shutil.which("useradd") is not None,
+            "root and useradd (creating users)")
+    name = f"skyshift-t{uuid.uuid4().hex[:8]}"
+    try:
+        entry = local_tenants.add_system_user(name, ["--user-group"], "SkyShift test", "for a test")
+        assert entry.pw_name == name and entry.pw_uid != 0
+        assert entry.pw_shell == "/usr/sbin/nologin" and entry.pw_dir == "/nonexistent"
+    finally:
+        subprocess.run(["userdel", name], capture_output=True, check=False)
+    with pytest.raises(Permanent, match="for a test"):
+        local_tenants.add_system_user("bad:name", ["--user-group"], "x", "for a test")
