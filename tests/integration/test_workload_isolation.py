@@ -34,7 +34,7 @@ from skyshift.compat.local_lb_run import LB_USER
 from skyshift.devstack import firewall
 from skyshift.devstack.local import local_state_dir
 from tests.fixtures.auth import admin_password
-from tests.fixtures.stack import DevStack, free_ports, stack_up
+from tests.fixtures.stack import DevStack, free_port_run, stack_up
 
 pytestmark = pytest.mark.integration
 PASSWORD = "correct horse battery"
@@ -47,7 +47,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     for tool in ("nft", "bash", "ss", "haproxy"):
         if not shutil.which(tool, path=f"{os.environ.get('PATH', '')}:/usr/sbin"):
             pytest.skip(f"{tool} is not installed (./dev install)")
-    [metrics] = free_ports(1)  # the API, then the workers on the next two ports
+    metrics = free_port_run(3)  # the API, then the workers on the next two ports
     env = {"SKYSHIFT_METRICS_ADDRESS": f"127.0.0.1:{metrics}"}
     with stack_up(tmp_path_factory.mktemp("iso-home"), extra_env=env) as devstack:
         assert firewall.current_ports(devstack.home), "up installed no firewall table"
