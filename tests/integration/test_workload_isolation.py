@@ -34,7 +34,8 @@ from skyshift.compat.local_lb_run import LB_USER
 from skyshift.devstack import firewall
 from skyshift.devstack.local import local_state_dir
 from tests.fixtures.auth import admin_password
-from tests.fixtures.stack import DevStack, free_port_run, stack_up
+from tests.fixtures.ports import free_port_run
+from tests.fixtures.stack import DevStack, stack_up
 
 pytestmark = pytest.mark.integration
 PASSWORD = "correct horse battery"
