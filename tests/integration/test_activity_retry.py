@@ -43,8 +43,6 @@ pytestmark = [pytest.mark.integration]
 
 CASES = {**SKYLET_CASES, **CONTROL_CASES}
 MOVES_ON = SKYLET_MOVES_ON | CONTROL_MOVES_ON
-#: (activity, moved on) pairs known to fail, with the issue that fixes them
-KNOWN: dict[tuple[str, bool], str] = {}
 
 
 def every_activity_name() -> set[str]:
@@ -55,10 +53,7 @@ def params() -> list[object]:
     out: list[object] = []
     for name in sorted(CASES):
         for moved in (False, True) if name in MOVES_ON else (False,):
-            marks = []
-            if (name, moved) in KNOWN:
-                marks.append(pytest.mark.xfail(strict=True, reason=KNOWN[(name, moved)]))
-            out.append(pytest.param(name, moved, marks=marks,
+            out.append(pytest.param(name, moved,
                                     id=f"{name}-{'moved-on' if moved else 'same-world'}"))
     return out
 

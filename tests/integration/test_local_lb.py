@@ -23,7 +23,7 @@ import pytest
 from skyshift.compat.local_lb import LocalBalancer
 from skyshift.compat.local_lb_run import LB_USER
 from skyshift.compat.types import ServicePort, ServiceSpec
-from tests.fixtures.require import require_binary
+from tests.fixtures.require import require, require_binary
 
 pytestmark = pytest.mark.integration
 
@@ -147,8 +147,7 @@ def test_haproxy_run_by_root_runs_as_its_own_user(tmp_path: Path,
     """Issue 26: a root skylet starts HAProxy (and its config check) as ``skyshift-lb`` with no
     capability but binding low ports, its socket in a directory replicas cannot enter."""
     require_binary("haproxy", "apt-get install haproxy")
-    if os.geteuid() != 0:
-        pytest.skip("HAProxy drops to its own user only when the skylet is root")
+    require(os.geteuid() == 0, "root (HAProxy drops to its own user only when the skylet is root)")
     lb = LocalBalancer("lb-user", tmp_path, "127.0.0.1")
     try:
         status = lb.apply(spec([servers["r0"]]))

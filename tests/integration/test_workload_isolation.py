@@ -35,6 +35,7 @@ from skyshift.devstack import firewall
 from skyshift.devstack.local import local_state_dir
 from tests.fixtures.auth import admin_password
 from tests.fixtures.ports import free_port_run
+from tests.fixtures.require import require
 from tests.fixtures.stack import DevStack, stack_up
 
 pytestmark = pytest.mark.integration
@@ -43,11 +44,10 @@ PASSWORD = "correct horse battery"
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
-    if os.geteuid() != 0:
-        pytest.skip("skyshift up isolates workloads only when run as root")
+    require(os.geteuid() == 0, "root (skyshift up isolates workloads only when run as root)")
     for tool in ("nft", "bash", "ss", "haproxy"):
-        if not shutil.which(tool, path=f"{os.environ.get('PATH', '')}:/usr/sbin"):
-            pytest.skip(f"{tool} is not installed (./dev install)")
+        require(shutil.which(tool, path=f"{os.environ.get('PATH', '')}:/usr/sbin") is not None,
+                f"`{tool}` (./dev install)")
     metrics = free_port_run(3)  # the API, then the workers on the next two ports
     env = {"SKYSHIFT_METRICS_ADDRESS": f"127.0.0.1:{metrics}"}
     with stack_up(tmp_path_factory.mktemp("iso-home"), extra_env=env) as devstack:

@@ -13,6 +13,7 @@ import pytest
 
 from skyshift.devstack import firewall, isolation
 from skyshift.devstack.components import Ports
+from tests.fixtures.require import require
 
 
 def test_listening_ports_finds_the_listeners_of_a_process_group(tmp_path: Path) -> None:
@@ -68,9 +69,8 @@ def test_control_ports_hold_every_metrics_port_bound_or_not(
     assert isolation.control_ports(ports, {}) >= {40100, 40101, 40102}
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or firewall.nft_binary() is None,
-                    reason="installing nft rules needs root and nftables")
 def test_the_rule_refuses_the_group_and_nobody_else(tmp_path: Path) -> None:
+    require(os.geteuid() == 0 and firewall.nft_binary() is not None, "root and nftables")
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen()

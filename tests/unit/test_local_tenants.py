@@ -31,10 +31,9 @@ __all__ = ["local_factory"]
 
 @pytest.fixture(scope="module")
 def run_user() -> str:
-    if os.geteuid() != 0:
-        pytest.skip("switching users needs root")
-    if not (shutil.which("setpriv") and shutil.which("unshare")):
-        pytest.skip("setpriv and unshare (util-linux) are needed")
+    require(os.geteuid() == 0, "root (switching users)")
+    require(bool(shutil.which("setpriv") and shutil.which("unshare")),
+            "setpriv and unshare (util-linux)")
     return ensure_run_user()
 
 
