@@ -13,7 +13,9 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.runtime import Runtime
@@ -54,6 +56,15 @@ def mark_ready(path: Path) -> None:
 def clear_ready(path: Path) -> None:
     with contextlib.suppress(OSError):
         path.unlink()
+
+
+async def cancel_and_wait(tasks: Sequence[asyncio.Future[Any]]) -> None:
+    """Cancel ``tasks`` and wait until each has finished cancelling."""
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def stop_event() -> asyncio.Event:

@@ -12,7 +12,6 @@ passes) and ``SKYSHIFT_TEMPORAL_PROBE`` (seconds between health checks of Tempor
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import timedelta
 from pathlib import Path
@@ -34,6 +33,7 @@ from skyshift.metrics import QUEUE_DEPTH
 from skyshift.store import ObjectStore
 from skyshift.workers import payload_hints
 from skyshift.workers.common import (
+    cancel_and_wait,
     clear_ready,
     connect_store,
     connect_temporal,
@@ -134,11 +134,7 @@ async def serve(
         try:
             await stop.wait()
         finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await cancel_and_wait(tasks)
             if ready_file is not None:
                 clear_ready(ready_file)
 

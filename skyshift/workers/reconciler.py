@@ -30,7 +30,6 @@ retries (:mod:`skyshift.api.lifecycle_retry`) die with an API server that restar
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import Counter
@@ -50,6 +49,7 @@ from skyshift.contract.names import (
 )
 from skyshift.metrics import set_job_phases
 from skyshift.store import ObjectStore, list_in_pages
+from skyshift.workers.common import cancel_and_wait
 
 log = logging.getLogger(__name__)
 TERMINAL = ("Succeeded", "Failed")
@@ -101,11 +101,7 @@ class Reconciler:
         try:
             await asyncio.wait(waits, timeout=self.interval, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for w in waits:
-                w.cancel()
-            for w in waits:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await w
+            await cancel_and_wait(waits)
 
     async def _running(self) -> dict[str, str]:
         out: dict[str, str] = {}
