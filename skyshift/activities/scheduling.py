@@ -255,7 +255,6 @@ def trusted_entries(inp: PlaceBatchInput) -> tuple[PlaceBatchInput, list[PlaceOu
         try:
             check_job_request(r.request.key, r.request.uid, r.workflow_id)
             check_names(r.current, "cluster name")
-            check_names((x.cluster for x in inp.reservations), "cluster name")
         except (ValueError, TypeError) as exc:
             log.warning("place_batch: refused a forged or invalid request: %s", exc)
             refused.append(PlaceOutcome(str(r.request.key), str(r.request.uid), r.seq, "gone",
