@@ -44,6 +44,7 @@ from skyshift.workers.common import (
     setup_logging,
     stop_event,
 )
+from skyshift.workers.job_phases import JobPhases
 from skyshift.workers.metrics_http import every, start_from_env
 from skyshift.workers.reconciler import Reconciler
 from skyshift.workers.rules_watch import RulesWatch, signal_scheduler
@@ -116,7 +117,8 @@ async def serve(
     temporal_probe: float = 1.0,
 ) -> None:
     """Run the worker and the reconciler until ``stop`` is set (and, with ``metrics``, poll the
-    scheduler's queue depth for ``skyshift_scheduler_queue_depth``). ``temporal_probe``: seconds
+    scheduler's queue depth for ``skyshift_scheduler_queue_depth`` and keep ``skyshift_jobs``
+    current from a watch of the jobs). ``temporal_probe``: seconds
     between health checks of Temporal that wake the reconciler when it is back (0: none)."""
     worker = control_worker(client, store, sandbox=env_flag("SKYSHIFT_WORKFLOW_SANDBOX"))
     reconciler = Reconciler(store, client, reconcile_interval)
@@ -128,6 +130,7 @@ async def serve(
             tasks.append(asyncio.create_task(watch.run(stop)))
         if metrics:
             tasks.append(asyncio.create_task(every(QUEUE_POLL, stop, lambda: queue_depth(client))))
+            tasks.append(asyncio.create_task(JobPhases(store).run(stop)))
         if ready_file is not None:
             mark_ready(ready_file)
         log.info("control worker polling %s", CONTROL_QUEUE)

@@ -10,8 +10,8 @@ object, or one being deleted, without a running workflow for its uid.
 It is a plain asyncio task in the control worker rather than a Temporal workflow: it holds no
 state worth making durable (each pass starts from scratch), it would otherwise add history events
 on every pass, and two control workers running it side by side are harmless because every action
-is idempotent (signal-with-start, USE_EXISTING). Each pass also sets the ``skyshift_jobs`` gauge
-(jobs by phase) from the listing it reads anyway.
+is idempotent (signal-with-start, USE_EXISTING). The ``skyshift_jobs`` gauge (jobs by phase) is not
+set here but by :mod:`skyshift.workers.job_phases`, from a watch, so it follows every change.
 
 Objects created (or marked for deletion) less than ``grace`` seconds ago (``GRACE``, or twice
 the interval when that is shorter) are left to a later pass: the API is ensuring their lifecycle
@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
 from typing import Any
 
 from temporalio.client import Client
@@ -47,7 +46,6 @@ from skyshift.contract.names import (
     schedule_workflow_id,
     service_workflow_id,
 )
-from skyshift.metrics import set_job_phases
 from skyshift.store import ObjectStore, list_in_pages
 from skyshift.workers.common import cancel_and_wait
 
@@ -126,17 +124,14 @@ class Reconciler:
             meta = obj.get("metadata") or {}
             if running.get(cluster_workflow_id(str(meta.get("name")))) != meta.get("uid"):
                 started += await self._ensure(obj)
-        phases: Counter[str] = Counter()
         for obj in await list_in_pages(self.store, "jobs"):
             meta, status = obj.get("metadata") or {}, obj.get("status") or {}
-            phases[str(status.get("phase") or "Pending")] += 1
             deleting = bool(meta.get("deletionTimestamp"))
             if status.get("phase") in TERMINAL and not deleting:
                 continue
             wf_id = job_workflow_id(str(meta.get("namespace") or "default"), str(meta.get("name")))
             if running.get(wf_id) != meta.get("uid"):
                 started += await self._ensure(obj)
-        set_job_phases(phases)
         # a service's, a schedule's and a link's workflow never end by themselves
         for plural, wf_of in (("services", service_workflow_id),
                               ("schedules", schedule_workflow_id),
