@@ -21,7 +21,10 @@ def no_stack_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_metrics_are_on_by_default_and_remembered_off() -> None:
     assert resolve_ports({}, None).metrics_ports() == {
-        "api": 9464, "control": 9465, "skylet-manager": 9466}
+        "api": 9464,
+        "control": 9465,
+        "skylet-manager": 9466,
+    }
     off = resolve_ports({"metrics": 0}, None)
     assert off.metrics_ports() == {}
     assert resolve_ports({}, off).metrics == 0  # a later `up` keeps them off
@@ -41,7 +44,9 @@ def test_the_targets_file_lists_each_process_with_its_component(tmp_path: Path) 
                     "skylet-manager": "http://127.0.0.1:30002/metrics"}  # fmt: skip
     groups = json.loads(targets_path(tmp_path).read_text())
     assert [(g["targets"], g["labels"]["component"]) for g in groups] == [
-        (["127.0.0.1:30000"], "api"), (["127.0.0.1:30001"], "control"),
-        (["127.0.0.1:30002"], "skylet-manager")]
+        (["127.0.0.1:30000"], "api"),
+        (["127.0.0.1:30001"], "control"),
+        (["127.0.0.1:30002"], "skylet-manager"),
+    ]
     write(tmp_path, build_components(tmp_path, Ports(metrics=0), resolve=False))
     assert json.loads(targets_path(tmp_path).read_text()) == []  # --no-metrics: no targets
