@@ -49,7 +49,8 @@ def add_into(total: dict[str, float], more: dict[str, float]) -> None:
 def show(key: str, value: float) -> str:
     """A quota amount as a user writes it (memory in MB, cpus with up to 3 decimals)."""
     if key == "memory":
-        return f"{value:g}MB" if value < 1024 else f"{value / 1024:.3g}Gi"
+        gib = value * 1e6 / 2**30  # memory is held in MB (10^6 bytes)
+        return f"{round(value, 3):g}MB" if gib < 1 else f"{gib:.4g}Gi"
     return f"{round(value, 3):g}"
 
 

@@ -49,7 +49,7 @@ def test_cli_hard_flag() -> None:
         parse_hard("cpus=1,cpus=2")
     with pytest.raises(UsageProblem, match="expected KEY=VALUE"):
         parse_hard("cpus")
-    shown = used_over_hard({"spec": {"hard": {"cpus": 8, "memory": 4096}},
+    shown = used_over_hard({"spec": {"hard": {"cpus": 8, "memory": 4294.967296}},
                             "status": {"used": {"cpus": 2.5}}})
     assert shown == "cpus: 2.5/8, memory: 0MB/4Gi"
 
