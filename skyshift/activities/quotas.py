@@ -62,7 +62,9 @@ def quota_from(obj: Obj) -> QuotaInfo | None:
         spec = QuotaSpec.model_validate(obj.get("spec") or {})
     except ValidationError:
         return None
-    return QuotaInfo(str(meta.get("name")), str(meta.get("namespace")), dict(spec.hard))
+    return QuotaInfo(str(meta.get("name")), str(meta.get("namespace")), dict(spec.hard),
+                     cohort=spec.cohort, weight=spec.weight,
+                     borrowing_limit=dict(spec.borrowingLimit))
 
 
 async def quota_infos(

@@ -10,6 +10,11 @@ quota and what is short, and is admitted when room frees (a job ends, the quota 
 * ``accelerator/<TYPE>`` (e.g. ``accelerator/A100: 4``), per accelerator type;
 * ``jobs``: admitted jobs that have not ended; ``replicas``: their replicas.
 
+Quotas naming the same ``cohort`` lend each other what they leave unused: a namespace may go
+over its ``hard`` while the cohort as a whole stays within the sum of its members' ``hard`` (and
+the namespace within ``hard + borrowingLimit``); among jobs of equal priority the namespace
+furthest below its share, weighted by ``weight``, is admitted first.
+
 ``status.used`` is what the namespace's admitted jobs hold now, in the same keys and units
 (memory in MB), written by the control worker as jobs are admitted and end.
 """
@@ -22,7 +27,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator
 
 from skyshift.models.base import SkyObject
-from skyshift.models.meta import StrictModel
+from skyshift.models.meta import StrictModel, validate_name
 from skyshift.models.quantity import parse_cpus, parse_memory
 
 ACCELERATOR_PREFIX = "accelerator/"
@@ -67,26 +72,48 @@ def parse_hard_value(key: str, value: object) -> float:
     return number
 
 
+def parse_limits(v: object, what: str) -> dict[str, float]:
+    if not isinstance(v, dict):
+        raise ValueError(f"{what} must be a mapping of quota keys to limits")
+    if len(v) > MAX_KEYS:
+        raise ValueError(f"{what} has {len(v)} keys; at most {MAX_KEYS}")
+    out: dict[str, float] = {}
+    for key, value in v.items():
+        if not isinstance(key, str) or (why := quota_key_error(key)) is not None:
+            raise ValueError(why or "quota keys are strings")
+        out[key] = parse_hard_value(key, value)
+    return out
+
+
 class QuotaSpec(StrictModel):
     hard: dict[str, float] = Field(default_factory=dict)
+    #: Quotas sharing a cohort lend each other what they leave unused (see the module doc).
+    cohort: str = ""
+    #: This namespace's weight in fair sharing (twice the weight: twice the share).
+    weight: float = Field(default=1.0, gt=0, le=1e6)
+    #: At most this much over ``hard`` may be borrowed from the cohort, per key (missing: no
+    #: bound but what the cohort leaves unused).
+    borrowingLimit: dict[str, float] = Field(default_factory=dict)
 
     @field_validator("hard", mode="before")
     @classmethod
     def _hard(cls, v: object) -> dict[str, float]:
-        if not isinstance(v, dict):
-            raise ValueError("hard must be a mapping of quota keys to limits")
-        if len(v) > MAX_KEYS:
-            raise ValueError(f"hard has {len(v)} keys; at most {MAX_KEYS}")
-        out: dict[str, float] = {}
-        for key, value in v.items():
-            if not isinstance(key, str) or (why := quota_key_error(key)) is not None:
-                raise ValueError(why or "quota keys are strings")
-            out[key] = parse_hard_value(key, value)
-        return out
+        return parse_limits(v, "hard")
+
+    @field_validator("borrowingLimit", mode="before")
+    @classmethod
+    def _borrow(cls, v: object) -> dict[str, float]:
+        return parse_limits(v, "borrowingLimit")
+
+    @field_validator("cohort")
+    @classmethod
+    def _cohort(cls, v: str) -> str:
+        return validate_name(v, "cohort") if v else v
 
 
 class QuotaStatus(StrictModel):
     used: dict[str, float] = Field(default_factory=dict)
+    borrowed: dict[str, float] = Field(default_factory=dict)  # used over hard, from the cohort
     observedGeneration: int = 0
 
 

@@ -160,10 +160,11 @@ class QuotaWatch:
         def mutate(obj: Obj) -> Obj | None:
             hard = (obj.get("spec") or {}).get("hard") or {}
             shown = {k: round(used.get(k, 0.0), 6) for k in hard}
+            borrowed = {k: round(v - hard[k], 6) for k, v in shown.items() if v > hard[k]}
             status = dict(obj.get("status") or {})
-            if status.get("used") == shown:
+            if status.get("used") == shown and (status.get("borrowed") or {}) == borrowed:
                 return None
-            status["used"] = shown
+            status["used"], status["borrowed"] = shown, borrowed
             return {**obj, "status": status}
 
         with contextlib.suppress(NotFound):

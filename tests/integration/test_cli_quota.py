@@ -19,7 +19,7 @@ def test_create_get_describe_and_refuse_quota(skyctl: Skyctl) -> None:  # noqa: 
                                    "jobs": 100.0}
     table = skyctl.ok("get", "quotas").out
     header, *rows = table.splitlines()
-    assert header.split()[:3] == ["NAME", "NAMESPACE", "USED/HARD"]
+    assert header.split()[:4] == ["NAME", "NAMESPACE", "COHORT", "USED/HARD"]
     [row] = [r for r in rows if r.startswith(name)]
     assert "cpus: 0/8, jobs: 0/100, memory: 0MB/32Gi" in row
     assert name in skyctl.ok("describe", "quota", name).out

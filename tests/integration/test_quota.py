@@ -73,3 +73,35 @@ async def test_raising_a_quota_admits_the_waiting_job(lifecycle_stack: Lifecycle
 
     await s.store.guaranteed_update("quotas", "none", "qr", raise_it)
     await s.job_phase("held", "Succeeded", ns="qr")
+
+
+async def test_a_namespace_borrows_what_its_cohort_leaves_unused(
+    lifecycle_stack: LifecycleStack,
+) -> None:
+    s = lifecycle_stack
+    s.start_in_process()
+    await s.add_cluster("qc-c", cpus=8)
+    await s.cluster_phase("qc-c", "Ready")
+    for ns, cpus in (("qca", 1), ("qcb", 1)):
+        q = quota("share", ns, cpus=cpus)
+        q["spec"]["cohort"] = "pool"
+        await s.store.create("quotas", q)
+    for name in ("one", "two"):
+        await s.submit(name, "sleep 4", ns="qca", cpus=1, restartPolicy="Never")
+        await s.job_phase(name, "Running", ns="qca")
+
+    async def borrowed() -> dict[str, Any] | None:
+        obj = await s.get("quotas", "share", "qca")
+        return obj if obj and obj["status"].get("borrowed") == {"cpus": 1.0} else None
+
+    shown = await s.wait("qca shows what it borrowed", borrowed)
+    assert shown["status"]["used"] == {"cpus": 2.0}
+    await s.submit("three", "true", ns="qca", cpus=1, restartPolicy="Never")
+
+    async def waiting() -> dict[str, Any] | None:
+        obj = await s.get("jobs", "three", "qca")
+        return obj if obj and "cohort pool" in obj["status"].get("message", "") else None
+
+    pending = await s.wait("the third waits for the cohort", waiting)
+    assert pending["status"]["message"].endswith("and cohort pool has 0 unused")
+    await s.job_phase("three", "Succeeded", ns="qca", timeout=90)

@@ -111,3 +111,48 @@ def test_usage_counts_placed_jobs_until_they_end() -> None:
     # "b" is in this round: its queue entry (3 held) counts, not its stored placement
     used = namespace_usage(jobs, {"ml/b": (Resources(1, 0), 3)})
     assert used == {"cpus": 9.0, "memory": 300.0, "gpus": 0.0, "replicas": 6.0, "jobs": 2.0}
+
+
+def member(ns: str, cpus: float, used: float = 0, weight: float = 1.0,
+           limit: float | None = None) -> QuotaInfo:
+    return QuotaInfo(f"q-{ns}", ns, {"cpus": cpus}, {"cpus": used}, cohort="pool", weight=weight,
+                     borrowing_limit={} if limit is None else {"cpus": limit})
+
+
+def test_a_cohort_lends_what_its_members_leave_unused() -> None:
+    quotas = [member("a", 4, used=4), member("b", 4, used=1)]
+    jobs = [job(f"j{i}", cpus=1, namespace="a", created=i) for i in range(4)]
+    decisions = schedule_batch(jobs, [cluster("c1", 32)], [], quotas)
+    assert [d.placed for d in decisions] == [True, True, True, False]  # b leaves 3 unused
+    assert decisions[3].message == ("waiting for quota: over Quota a/q-a: cpus 7 of 4 used, "
+                                    "needs 1 more, and cohort pool has 0 unused")
+
+
+def test_borrowing_limit_bounds_what_one_member_takes() -> None:
+    quotas = [member("a", 4, used=4, limit=1), member("b", 4)]
+    first, second = schedule_batch([job("x", namespace="a"), job("y", namespace="a", created=1)],
+                                   [cluster("c1", 32)], [], quotas)
+    assert first.placed and not second.placed
+    assert "cpus 5 used of 4 plus at most 1 borrowed, needs 1 more" in second.message
+
+
+def test_equal_priority_goes_to_the_namespace_furthest_below_its_weighted_share() -> None:
+    # a holds 4 of the cohort's 16 cpus, b none: b's jobs go first until the shares meet
+    quotas = [member("a", 8, used=4), member("b", 8)]
+    jobs = [job(f"a{i}", namespace="a", created=i) for i in range(4)]
+    jobs += [job(f"b{i}", namespace="b", created=10 + i) for i in range(8)]
+    decisions = schedule_batch(jobs, [cluster("c1", 8)], [], quotas)  # room for 8 replicas
+    placed = [d.key for d in decisions if d.placed]
+    assert sorted(placed) == sorted([f"a/a{i}" for i in range(2)] + [f"b/b{i}" for i in range(6)])
+
+
+def test_weights_scale_the_share_and_priority_still_comes_first() -> None:
+    quotas = [member("a", 8), member("b", 8, weight=3)]
+    jobs = [job(f"a{i}", namespace="a", created=i) for i in range(8)]
+    jobs += [job(f"b{i}", namespace="b", created=10 + i) for i in range(8)]
+    jobs.append(job("urgent", namespace="a", priority=9, created=99))
+    decisions = schedule_batch(jobs, [cluster("c1", 9)], [], quotas)
+    placed = {d.key for d in decisions if d.placed}
+    assert "a/urgent" in placed
+    assert len([k for k in placed if k.startswith("b/")]) == 6  # 3:1 of the 8 left
+    assert len([k for k in placed if k.startswith("a/a")]) == 2
