@@ -46,6 +46,7 @@ from skyshift.workers.common import (
 )
 from skyshift.workers.job_phases import JobPhases
 from skyshift.workers.metrics_http import every, start_from_env
+from skyshift.workers.quota_watch import QuotaWatch
 from skyshift.workers.reconciler import Reconciler
 from skyshift.workers.rules_watch import RulesWatch, signal_scheduler
 from skyshift.workers.temporal_watch import TemporalWatch
@@ -123,8 +124,10 @@ async def serve(
     worker = control_worker(client, store, sandbox=env_flag("SKYSHIFT_WORKFLOW_SANDBOX"))
     reconciler = Reconciler(store, client, reconcile_interval)
     rules = RulesWatch(store, lambda what: signal_scheduler(client, what))
+    quotas = QuotaWatch(store, lambda what: signal_scheduler(client, what))
     async with worker:
-        tasks = [asyncio.create_task(reconciler.run(stop)), asyncio.create_task(rules.run(stop))]
+        tasks = [asyncio.create_task(reconciler.run(stop)), asyncio.create_task(rules.run(stop)),
+                 asyncio.create_task(quotas.run(stop))]
         if temporal_probe > 0:
             watch = TemporalWatch(client, reconciler.wake, every=temporal_probe)
             tasks.append(asyncio.create_task(watch.run(stop)))
