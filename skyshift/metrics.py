@@ -31,6 +31,13 @@ JOBS = Gauge(
     "skyshift_jobs", "Jobs in etcd by phase, updated by the control worker on every change",
     ["phase"],
 )
+QUOTA_USED = Gauge(
+    "skyshift_quota_used", "What a namespace's admitted jobs hold against one of its Quotas",
+    ["namespace", "quota", "resource"],
+)
+QUOTA_HARD = Gauge(
+    "skyshift_quota_hard", "A Quota's hard limit, per resource", ["namespace", "quota", "resource"],
+)
 QUEUE_DEPTH = Gauge(
     "skyshift_scheduler_queue_depth", "Jobs waiting in the scheduler workflow's queue",
 )

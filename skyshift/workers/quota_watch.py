@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from skyshift.activities.quotas import namespace_usage, per_replica_of, replicas_held
+from skyshift.metrics import QUOTA_HARD, QUOTA_USED
 from skyshift.store import ObjectStore
 from skyshift.store.errors import NotFound, StoreError
 from skyshift.store.watch import WatchEvent
@@ -168,7 +169,15 @@ class QuotaWatch:
             return {**obj, "status": status}
 
         with contextlib.suppress(NotFound):
-            await self.store.guaranteed_update("quotas", name, ns, mutate)
+            obj = await self.store.guaranteed_update("quotas", name, ns, mutate)
+            export(ns, name, (obj.get("spec") or {}).get("hard") or {}, used)
+
+
+def export(ns: str, name: str, hard: dict[str, float], used: dict[str, float]) -> None:
+    """``skyshift_quota_used`` / ``skyshift_quota_hard`` for one quota."""
+    for key, limit in hard.items():
+        QUOTA_HARD.labels(ns, name, key).set(float(limit))
+        QUOTA_USED.labels(ns, name, key).set(used.get(key, 0.0))
 
 
 def job_key(obj: Obj) -> str:
