@@ -5,9 +5,9 @@
 import { phaseClass } from "./views.js";
 
 const SVG = "http://www.w3.org/2000/svg";
-const W = 150;  // node width
+const W = 124;  // node width
 const H = 32;  // node height
-const GAP_X = 48;
+const GAP_X = 34;
 const GAP_Y = 14;
 const PAD = 6;
 
@@ -63,7 +63,7 @@ function edge(from, to, a, b) {
 
 function node(step, state, p) {
   const phase = state.phase || "Pending";
-  const label = step.name.length > 18 ? `${step.name.slice(0, 17)}…` : step.name;
+  const label = step.name.length > 16 ? `${step.name.slice(0, 15)}…` : step.name;
   const attempt = (state.attempts || 0) > 1 ? `, attempt ${state.attempts}` : "";
   return s("g", { class: `node phase-${phaseClass(phase)}`, "data-step": step.name, "data-phase": phase },
     s("title", {}, `${step.name}: ${phase}${attempt}${state.message ? ` — ${state.message}` : ""}`),
