@@ -116,3 +116,80 @@ def test_delete_of_a_running_job_refused_then_done(
     # the lifecycle stops the replica and removes the job: its row goes
     page.wait(lambda _: not page.all(job_row(name)), "the deleted job's row to go", STARTUP)
     assert admin.get(f"/default/jobs/{name}").status_code == 404
+
+
+def admin_page(devstack: DevStack, driver: Any, tmp_path: Path) -> Page:
+    page = Page(driver, devstack.api_url, screenshot_dir(tmp_path))
+    page.open()
+    page.login("admin", admin_password_file(devstack.home).read_text().strip())
+    return page
+
+
+def step_job(run: str) -> dict[str, Any]:
+    return {"run": run, "resources": {"cpus": 0.1}, "restartPolicy": "Never"}
+
+
+def node_phases(page: Page, svg: str) -> dict[str, str]:
+    return {
+        str(g.get_attribute("data-step")): str(g.get_attribute("data-phase"))
+        for g in page.all(f"{svg} g.node")
+    }
+
+
+def test_real_pipeline_dag_runs_and_is_cancelled(
+    devstack: DevStack, admin: httpx.Client, browser: Any, tmp_path: Path
+) -> None:
+    """The DAG's colours follow the real steps; Cancel stops a running one."""
+    name = f"dag-{uuid.uuid4().hex[:6]}"
+    steps = [
+        {"name": "fetch", "job": step_job("echo fetched")},
+        {"name": "train", "dependsOn": ["fetch"], "job": step_job("sleep 600")},
+        {"name": "report", "dependsOn": ["train"], "job": step_job("echo report")},
+    ]
+    r = admin.post(
+        "/default/pipelines",
+        json={"kind": "Pipeline", "metadata": {"name": name}, "spec": {"steps": steps}},
+    )
+    assert r.status_code == 201, r.text
+    page = admin_page(devstack, browser, tmp_path)
+    page.tab("pipelines")
+    row = f'#pipelines-table tr[data-key="default/{name}"]'
+    svg = f"{row} svg.dag-graph"
+    running = {"fetch": "Succeeded", "train": "Running", "report": "Pending"}
+    page.wait(lambda _: node_phases(page, svg) == running, f"{running} in the DAG", STARTUP)
+    edges = {
+        (str(e.get_attribute("data-from")), str(e.get_attribute("data-to")))
+        for e in page.all(f"{svg} g.edge")
+    }
+    assert edges == {("fetch", "train"), ("train", "report")}
+
+    click_action(page, row, "cancel", "yes")
+    page.wait_text("#notice-text", f"pipeline default/{name} cancelling")
+    page.wait_text(f"{row} .phase-cell", "Cancelled", STARTUP)
+    phases = node_phases(page, svg)
+    assert phases["fetch"] == "Succeeded" and phases["report"] == "Cancelled", phases
+
+
+def test_real_schedule_paused_run_now_and_resumed(
+    devstack: DevStack, admin: httpx.Client, browser: Any, tmp_path: Path
+) -> None:
+    name = f"sched-{uuid.uuid4().hex[:6]}"
+    spec = {"interval": "24h", "jobTemplate": {"spec": step_job("echo scheduled")}}
+    r = admin.post(
+        "/default/schedules", json={"kind": "Schedule", "metadata": {"name": name}, "spec": spec}
+    )
+    assert r.status_code == 201, r.text
+    page = admin_page(devstack, browser, tmp_path)
+    page.tab("schedules")
+    row = f'#schedules-table tr[data-key="default/{name}"]'
+    page.wait_text(f"{row} .phase-cell", "Active", STARTUP)
+
+    click_action(page, row, "pause", None)
+    page.wait_text(f"{row} .phase-cell", "Paused", STARTUP)  # the Temporal Schedule paused
+    assert admin.get(f"/default/schedules/{name}").json()["spec"]["suspend"] is True
+    click_action(page, row, "trigger", None)  # runs even while paused
+    page.wait_text("#notice-text", f"schedule default/{name} triggered")
+    page.wait(lambda _: page.text_of(f"{row} .runs") not in ("", "0"), "a run", STARTUP)
+    click_action(page, row, "resume", None)
+    page.wait_text(f"{row} .phase-cell", "Active", STARTUP)
+    assert admin.get(f"/default/schedules/{name}").json()["spec"]["suspend"] is False
