@@ -43,6 +43,7 @@ function showLoggedOut(message = "") {
   render();
   fillTable($("#audit-table"), []);
   $("#job-logs").textContent = "";
+  $("#job-logs-state").textContent = "";
   $("#tab-audit").hidden = true;
   banner("");
   $("#notice").hidden = true;
