@@ -73,7 +73,7 @@ class Sim:
         return out
 
     def tick(self, now: int) -> None:
-        for ends, _, node in [r for r in self.running if r[0] <= now]:
+        for _, _, node in [r for r in self.running if r[0] <= now]:
             self.free[node] += 1
         self.running = [r for r in self.running if r[0] > now]
         batch, clusters, quotas = self.pending, self.clusters(), self.quotas()
