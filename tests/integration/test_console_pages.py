@@ -265,7 +265,7 @@ async def test_narrow_window_keeps_the_header_whole(
                    height: r.height, shown: r.width > 0 && r.height > 0 };
         }) };""",
     )
-    assert len(boxes["parts"]) == 10  # h1, six tabs (the audit one: admin), badge, user, logout
+    assert len(boxes["parts"]) == 11  # h1, seven tabs (the audit one: admin), badge, user, logout
     for part in boxes["parts"]:
         assert part["shown"], part
         assert part["left"] >= 0 and part["right"] <= boxes["width"], part

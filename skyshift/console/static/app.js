@@ -7,10 +7,13 @@ import { $, fillTable } from "./dom.js";
 import { initFilters, matches, offerNamespaces, resetFilters } from "./filters.js";
 import { LogFollower, renderJob } from "./jobpage.js";
 import { auditRows, clusterRows, jobRows, serviceRows } from "./views.js";
+import { quotaRows } from "./quotas.js";
 import { pipelineRows, scheduleRows } from "./views_flow.js";
 
-const TABS = ["clusters", "jobs", "pipelines", "schedules", "services", "audit"];
-const EMPTY = () => ({ clusters: [], jobs: [], pipelines: [], schedules: [], services: [] });
+const TABS = ["clusters", "jobs", "pipelines", "schedules", "services", "quotas", "audit"];
+const EMPTY = () => ({
+  clusters: [], jobs: [], pipelines: [], schedules: [], services: [], quotas: [],
+});
 const page = new URLSearchParams(location.search);
 // ?watch=off: list every few seconds instead of watching (behind a proxy that buffers streams).
 const useWatch = page.get("watch") !== "off";
@@ -67,7 +70,8 @@ function showView(view, current) {
     if (t === current) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
-  $("#filters").hidden = !["clusters", "jobs", "pipelines", "schedules", "services"].includes(view);
+  $("#filters").hidden = !["clusters", "jobs", "pipelines", "schedules", "services", "quotas"]
+    .includes(view);
 }
 
 function showTab(name) {
@@ -130,12 +134,13 @@ function route() {
 
 function render() {
   const { config, data } = state;
-  offerNamespaces([data.jobs, data.pipelines, data.schedules, data.services]);
+  offerNamespaces([data.jobs, data.pipelines, data.schedules, data.services, data.quotas]);
   fillTable($("#clusters-table"), clusterRows(data.clusters.filter(matches), config));
   fillTable($("#jobs-table"), jobRows(data.jobs.filter(matches), config));
   fillTable($("#services-table"), serviceRows(data.services.filter(matches), config));
   fillTable($("#pipelines-table"), pipelineRows(data.pipelines.filter(matches), config));
   fillTable($("#schedules-table"), scheduleRows(data.schedules.filter(matches), config));
+  fillTable($("#quotas-table"), quotaRows(data.quotas.filter(matches)));
   if (state.job) renderJob(shownJob(), config, state.job.ref);
 }
 
@@ -154,12 +159,16 @@ function showMode() {
   el.dataset.mode = live ? "watch" : "poll";
 }
 
-function follow(kind, apiPath, fallbackPath = "") {
+/** Keep `state.data[kind]` current: by a watch, or with `poll`, by listing every few seconds
+ * (a browser opens at most 6 connections to one host, and each watch holds one for good, so
+ * the lists that change rarely poll and leave connections for logs and actions). */
+function follow(kind, apiPath, fallbackPath = "", poll = false) {
   const informer = new Informer(apiPath, {
-    watch: useWatch,
+    watch: useWatch && !poll,
+    pollMs: poll ? 5000 : 3000,
     fallbackPath,
     onChange: (items) => { state.data[kind] = items; renderSoon(); },
-    onMode: (mode) => { state.modes.set(kind, mode); showMode(); },
+    onMode: (mode) => { if (!poll) { state.modes.set(kind, mode); showMode(); } },
     onError: (error) => banner(error ? `${kind}: ${error.message}` : ""),
   });
   state.informers.push(informer.start());
@@ -213,6 +222,7 @@ async function showLoggedIn() {
   follow("services", "services", "default/services");
   follow("pipelines", "pipelines", "default/pipelines");
   follow("schedules", "schedules", "default/schedules");
+  follow("quotas", "quotas", "default/quotas", true);
   route();
 }
 
