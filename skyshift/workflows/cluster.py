@@ -32,8 +32,6 @@ with workflow.unsafe.imports_passed_through():
         ClusterInput,
         ClusterJobsInput,
         ClusterStatusPatch,
-        DeleteRequest,
-        SpecChanged,
         SyncInput,
         SyncResult,
         TeardownInput,
@@ -41,9 +39,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from skyshift.contract.names import (
         QUERY_PHASE,
-        SIG_DELETE,
         SIG_SCALE,
-        SIG_SPEC,
         WF_CLUSTER,
         skylet_queue,
     )
@@ -64,12 +60,13 @@ with workflow.unsafe.imports_passed_through():
         upsert,
         wait,
     )
+    from skyshift.workflows.lifecycle import Deletable
 
 TEARDOWN_TIMEOUT = timedelta(seconds=60)
 
 
 @workflow.defn(name=WF_CLUSTER)
-class ClusterWorkflow(ProvisionedLifecycle):
+class ClusterWorkflow(ProvisionedLifecycle, Deletable[ClusterInput]):
     @workflow.init
     def __init__(self, inp: ClusterInput) -> None:
         self.inp = inp
@@ -79,15 +76,6 @@ class ClusterWorkflow(ProvisionedLifecycle):
         self.spec_dirty = False
         self.sa: dict[str, str] = {}
         self.scale_to = 0  # nodes the scheduler asked a provisioned cluster to grow to
-
-    @workflow.signal(name=SIG_DELETE)
-    def delete(self, d: DeleteRequest) -> None:
-        if not d.uid or d.uid == self.inp.uid:
-            self.deleting = True
-
-    @workflow.signal(name=SIG_SPEC)
-    def spec_changed(self, _: SpecChanged) -> None:
-        self.spec_dirty = True
 
     @workflow.signal(name=SIG_SCALE)
     def scale(self, r: ScaleRequest) -> None:

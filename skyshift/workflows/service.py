@@ -48,13 +48,9 @@ with workflow.unsafe.imports_passed_through():
         target_ports,
     )
     from skyshift.contract import activity_names as act
-    from skyshift.contract.jobs import DeleteRequest, SpecChanged
     from skyshift.contract.names import (
         QUERY_STATE,
-        SIG_DELETE,
-        SIG_ENSURE,
         SIG_REFRESH,
-        SIG_SPEC,
         WF_SERVICE,
         service_workflow_id,
         skylet_queue,
@@ -95,6 +91,7 @@ with workflow.unsafe.imports_passed_through():
         upsert,
         wait,
     )
+    from skyshift.workflows.lifecycle import StateLifecycle
 
 
 BACKENDS_PATCH = "balance-over-linked-replicas"
@@ -107,7 +104,9 @@ def _selector_text(selector: dict[str, str]) -> str:
 
 
 @workflow.defn(name=WF_SERVICE)
-class ServiceWorkflow:
+class ServiceWorkflow(StateLifecycle[ServiceInput, ServiceState]):
+    input_type = ServiceInput
+
     @workflow.init
     def __init__(self, inp: ServiceInput) -> None:
         self.inp = inp
@@ -122,25 +121,6 @@ class ServiceWorkflow:
         self.sa: dict[str, str] = {}
 
     # ---- signals and queries ----------------------------------------------------------------
-
-    @workflow.signal(name=SIG_SPEC)
-    def spec_changed(self, _: SpecChanged) -> None:
-        self.spec_dirty = True
-
-    @workflow.signal(name=SIG_DELETE)
-    def delete(self, d: DeleteRequest) -> None:
-        if not d.uid or d.uid == self.inp.uid:
-            self.s.deleting = True
-
-    @workflow.signal(name=SIG_ENSURE)
-    def ensure(self, newer: ServiceInput) -> None:
-        """From the API and the reconciler, with the object as stored: being deleted -> tear
-        down; a newer object reusing the name -> tear down, then become its lifecycle."""
-        if newer.uid != self.inp.uid:
-            self.successor = newer
-            self.s.deleting = True
-        elif newer.deleting:
-            self.s.deleting = True
 
     @workflow.signal(name=SIG_REFRESH)
     def refresh(self, _: Refresh) -> None:
@@ -168,8 +148,7 @@ class ServiceWorkflow:
                 await self._round()
             busy = self.spec_dirty or self.s.deleting
             if history_full(self.inp.config.history_limit) and not busy:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(self._carry())
+                await self._continue_as_new(self._carry())
             self.poked = False
             timeout = None if self.invalid else timedelta(seconds=inp.config.refresh)
             await wait(lambda: self.spec_dirty or self.s.deleting or self.poked, timeout)
@@ -472,10 +451,7 @@ class ServiceWorkflow:
             start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
         )
         await remove_object("services", self.inp.name, self.inp.uid, self.inp.namespace)
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        if self.successor is not None:
-            workflow.continue_as_new(self.successor)
-        return "Deleted"
+        return await self._deleted()
 
     # ---- continue-as-new --------------------------------------------------------------------
 
