@@ -341,14 +341,11 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
         )
 
     async def _reload(self) -> None:
-        self.spec_dirty = False
-        got: ReadJobResult = await workflow.execute_local_activity(
+        got = await self._read_stored(
             act.READ_JOB, ReadJobInput(self.inp.namespace, self.inp.name, self.inp.uid),
-            result_type=ReadJobResult, start_to_close_timeout=STORE_TIMEOUT,
-            retry_policy=STORE_RETRY,
+            ReadJobResult,
         )
-        if not got.found or got.deleting:
-            self.s.deleting = True
+        if got is None:
             return
         if got.invalid or got.template is None:
             self.fatal = got.invalid or "invalid job spec"

@@ -24,6 +24,7 @@ from temporalio.common import RawValue
 with workflow.unsafe.imports_passed_through():
     from skyshift.contract.jobs import DeleteRequest, SpecChanged
     from skyshift.contract.names import SIG_DELETE, SIG_ENSURE, SIG_SPEC
+    from skyshift.workflows.common import STORE_RETRY, STORE_TIMEOUT
 
 
 class ObjectInput(Protocol):
@@ -37,7 +38,15 @@ class ObjectState(Protocol):
     deleting: bool
 
 
+class StoredRead(Protocol):
+    """What reading an object back from etcd answers, whatever its kind."""
+
+    found: bool
+    deleting: bool
+
+
 InputT = TypeVar("InputT", bound=ObjectInput)
+ReadT = TypeVar("ReadT", bound=StoredRead)
 StateT = TypeVar("StateT", bound=ObjectState)
 
 
@@ -56,6 +65,11 @@ class Deletable(Generic[InputT]):
     def delete(self, d: DeleteRequest) -> None:
         if not d.uid or d.uid == self.inp.uid:
             self.deleting = True
+
+    async def _continue_as_new(self, carry: InputT) -> None:
+        """Continue as ``carry`` once every signal handler has finished."""
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(carry)
 
 
 class Lifecycle(Deletable[InputT]):
@@ -79,10 +93,19 @@ class Lifecycle(Deletable[InputT]):
     def _ensured(self, newer: InputT) -> None:
         """The same object, not being deleted, sent again."""
 
-    async def _continue_as_new(self, carry: InputT) -> None:
-        """Continue as ``carry`` once every signal handler has finished."""
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(carry)
+    async def _read_stored(self, activity: str, arg: object, result_type: type[ReadT],
+                           ) -> ReadT | None:
+        """After ``spec_changed``: read the object as stored (a local activity answering with
+        ``found`` and ``deleting``); None, and tear down, when it is gone or being deleted."""
+        self.spec_dirty = False
+        got: ReadT = await workflow.execute_local_activity(
+            activity, arg, result_type=result_type, start_to_close_timeout=STORE_TIMEOUT,
+            retry_policy=STORE_RETRY,
+        )
+        if not got.found or got.deleting:
+            self.deleting = True
+            return None
+        return got
 
     async def _deleted(self) -> str:
         """The last step of a teardown: become the successor, if a newer object took the

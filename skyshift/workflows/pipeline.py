@@ -210,6 +210,7 @@ class PipelineWorkflow(StateLifecycle[PipelineInput, PipelineState]):
             await self._delete_jobs(doomed)
 
     async def _delete_jobs(self, only: list[str]) -> None:
+        """Delete the jobs ``only`` names, or every job the pipeline made when it is empty."""
         await workflow.execute_activity(
             act.DELETE_OWNED,
             DeleteOwnedInput(self.inp.namespace, self.inp.uid, PIPELINE_LABEL, self.inp.name,
@@ -219,15 +220,11 @@ class PipelineWorkflow(StateLifecycle[PipelineInput, PipelineState]):
         )
 
     async def _reload(self) -> None:
-        self.spec_dirty = False
-        got: ReadPipelineResult = await workflow.execute_local_activity(
+        got = await self._read_stored(
             act.READ_PIPELINE, ReadPipelineInput(self.inp.namespace, self.inp.name, self.inp.uid),
-            result_type=ReadPipelineResult, start_to_close_timeout=STORE_TIMEOUT,
-            retry_policy=STORE_RETRY,
+            ReadPipelineResult,
         )
-        if not got.found or got.deleting:
-            self.s.deleting = True
-        elif got.cancel:
+        if got is not None and got.cancel:
             self.s.cancel = True
 
     async def _write(self, *, started: bool = False, finished: bool = False) -> None:
@@ -247,12 +244,7 @@ class PipelineWorkflow(StateLifecycle[PipelineInput, PipelineState]):
 
     async def _teardown(self) -> str:
         upsert([(PHASE, "Deleting")], self.sa)
-        await workflow.execute_activity(
-            act.DELETE_OWNED,
-            DeleteOwnedInput(self.inp.namespace, self.inp.uid, PIPELINE_LABEL, self.inp.name),
-            start_to_close_timeout=STORE_TIMEOUT, schedule_to_close_timeout=TEARDOWN_TIMEOUT,
-            retry_policy=STORE_RETRY,
-        )
+        await self._delete_jobs([])  # every job it made
         await remove_object("pipelines", self.inp.name, self.inp.uid, self.inp.namespace)
         if self.s.phase not in PIPELINE_TERMINAL:
             await tell_owner(self.inp.owner, self.inp.name, "Deleted")

@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
         reached,
         target_ports,
     )
+    from skyshift.compat.types import ServiceSpec
     from skyshift.contract import activity_names as act
     from skyshift.contract.names import (
         QUERY_STATE,
@@ -239,14 +240,7 @@ class ServiceWorkflow(StateLifecycle[ServiceInput, ServiceState]):
         if cluster not in s.touched:
             s.touched.append(cluster)
         try:
-            res: ApplyServiceResult = await workflow.execute_activity(
-                act.APPLY_SERVICE, ApplyServiceInput(cluster, linked_spec(self.inp, self.t,
-                                                                        backends)),
-                result_type=ApplyServiceResult, task_queue=skylet_queue(cluster),
-                start_to_close_timeout=SKYLET_TIMEOUT,
-                schedule_to_close_timeout=timedelta(seconds=self.inp.config.apply_timeout),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
-            )
+            res = await self._apply_on(cluster, linked_spec(self.inp, self.t, backends))
         except ActivityError as err:
             why = permanent_cause(err)
             if why is not None:
@@ -329,12 +323,7 @@ class ServiceWorkflow(StateLifecycle[ServiceInput, ServiceState]):
         if target not in s.touched:
             s.touched.append(target)  # an apply that times out may still have created it
         try:
-            res: ApplyServiceResult = await workflow.execute_activity(
-                act.APPLY_SERVICE, ApplyServiceInput(target, spec), result_type=ApplyServiceResult,
-                task_queue=skylet_queue(target), start_to_close_timeout=SKYLET_TIMEOUT,
-                schedule_to_close_timeout=timedelta(seconds=self.inp.config.apply_timeout),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
-            )
+            res = await self._apply_on(target, spec)
         except ActivityError as err:
             why = permanent_cause(err)
             if why is not None:
@@ -359,6 +348,16 @@ class ServiceWorkflow(StateLifecycle[ServiceInput, ServiceState]):
         s.linked.pop(target, None)  # a linked copy there is now the primary's service
         if prune and old and old != target and await self._delete_on(old) and old in s.touched:
             s.touched.remove(old)
+
+    async def _apply_on(self, cluster: str, spec: ServiceSpec) -> ApplyServiceResult:
+        """The ``apply_service`` activity on ``cluster``'s queue (failures raise)."""
+        res: ApplyServiceResult = await workflow.execute_activity(
+            act.APPLY_SERVICE, ApplyServiceInput(cluster, spec), result_type=ApplyServiceResult,
+            task_queue=skylet_queue(cluster), start_to_close_timeout=SKYLET_TIMEOUT,
+            schedule_to_close_timeout=timedelta(seconds=self.inp.config.apply_timeout),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
+        )
+        return res
 
     async def _delete_on(self, cluster: str) -> bool:
         try:
@@ -422,14 +421,11 @@ class ServiceWorkflow(StateLifecycle[ServiceInput, ServiceState]):
         return out
 
     async def _reload(self) -> None:
-        self.spec_dirty = False
-        got: ReadServiceResult = await workflow.execute_local_activity(
+        got = await self._read_stored(
             act.READ_SERVICE, ReadServiceInput(self.inp.namespace, self.inp.name, self.inp.uid),
-            result_type=ReadServiceResult, start_to_close_timeout=STORE_TIMEOUT,
-            retry_policy=STORE_RETRY,
+            ReadServiceResult,
         )
-        if not got.found or got.deleting:
-            self.s.deleting = True
+        if got is None:
             return
         self.invalid = got.invalid
         if got.template is not None:
