@@ -93,13 +93,20 @@ class Lifecycle(Deletable[InputT]):
     def _ensured(self, newer: InputT) -> None:
         """The same object, not being deleted, sent again."""
 
-    async def _read_stored(self, activity: str, arg: object, result_type: type[ReadT],
-                           ) -> ReadT | None:
+    async def _read_stored(
+        self,
+        activity: str,
+        arg: object,
+        result_type: type[ReadT],
+    ) -> ReadT | None:
         """After ``spec_changed``: read the object as stored (a local activity answering with
         ``found`` and ``deleting``); None, and tear down, when it is gone or being deleted."""
         self.spec_dirty = False
         got: ReadT = await workflow.execute_local_activity(
-            activity, arg, result_type=result_type, start_to_close_timeout=STORE_TIMEOUT,
+            activity,
+            arg,
+            result_type=result_type,
+            start_to_close_timeout=STORE_TIMEOUT,
             retry_policy=STORE_RETRY,
         )
         if not got.found or got.deleting:
