@@ -32,8 +32,6 @@ with workflow.unsafe.imports_passed_through():
         ClusterInput,
         ClusterJobsInput,
         ClusterStatusPatch,
-        DeleteRequest,
-        SpecChanged,
         SyncInput,
         SyncResult,
         TeardownInput,
@@ -41,9 +39,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from skyshift.contract.names import (
         QUERY_PHASE,
-        SIG_DELETE,
         SIG_SCALE,
-        SIG_SPEC,
         WF_CLUSTER,
         skylet_queue,
     )
@@ -64,12 +60,13 @@ with workflow.unsafe.imports_passed_through():
         upsert,
         wait,
     )
+    from skyshift.workflows.lifecycle import Deletable
 
 TEARDOWN_TIMEOUT = timedelta(seconds=60)
 
 
 @workflow.defn(name=WF_CLUSTER)
-class ClusterWorkflow(ProvisionedLifecycle):
+class ClusterWorkflow(ProvisionedLifecycle, Deletable[ClusterInput]):
     @workflow.init
     def __init__(self, inp: ClusterInput) -> None:
         self.inp = inp
@@ -79,15 +76,6 @@ class ClusterWorkflow(ProvisionedLifecycle):
         self.spec_dirty = False
         self.sa: dict[str, str] = {}
         self.scale_to = 0  # nodes the scheduler asked a provisioned cluster to grow to
-
-    @workflow.signal(name=SIG_DELETE)
-    def delete(self, d: DeleteRequest) -> None:
-        if not d.uid or d.uid == self.inp.uid:
-            self.deleting = True
-
-    @workflow.signal(name=SIG_SPEC)
-    def spec_changed(self, _: SpecChanged) -> None:
-        self.spec_dirty = True
 
     @workflow.signal(name=SIG_SCALE)
     def scale(self, r: ScaleRequest) -> None:
@@ -108,15 +96,11 @@ class ClusterWorkflow(ProvisionedLifecycle):
             result = await self._sync()
             if result is None:
                 continue  # cancelled for deletion
-            self.phase, self.lost = result.phase, result.lost_jobs
-            upsert([(PHASE, self.phase)], self.sa)
+            await self._record(result)
             if result.permanent:
-                await wait(lambda: self.spec_dirty or self.deleting, None)
-                self.spec_dirty = False
                 continue
             if history_full(inp.history_limit) and not self.deleting:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(ClusterInput(
+                await self._continue_as_new(ClusterInput(
                     inp.name, inp.uid, self.phase, False, self.lost, inp.heartbeat_timeout,
                     inp.sync_duration, inp.history_limit,
                 ))
@@ -125,8 +109,7 @@ class ClusterWorkflow(ProvisionedLifecycle):
     async def _run_provisioned(self, inp: ClusterInput, st: ProvisionState) -> str:
         carry = await self._provisioned(st)
         if carry is not None:
-            await workflow.wait_condition(workflow.all_handlers_finished)
-            workflow.continue_as_new(ClusterInput(
+            await self._continue_as_new(ClusterInput(
                 inp.name, inp.uid, self.phase, False, self.lost, inp.heartbeat_timeout,
                 inp.sync_duration, inp.history_limit, carry,
             ))
@@ -150,23 +133,11 @@ class ClusterWorkflow(ProvisionedLifecycle):
         try:
             result = task.result()
         except ActivityError as err:
-            why = permanent_cause(err) or str(err.cause or err)
-            result = SyncResult("Error", f"cannot reach cluster {self.inp.name}: {why}",
-                                self.lost, permanent=True)
-            await workflow.execute_local_activity(
-                act.WRITE_CLUSTER_STATUS,
-                ClusterStatusPatch(self.inp.name, self.inp.uid, "Error", result.message),
-                start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
-            )
-        self.phase, self.lost = result.phase, result.lost_jobs
-        upsert([(PHASE, self.phase)], self.sa)
-        if result.permanent:
-            await wait(lambda: self.spec_dirty or self.deleting, None)
-            self.spec_dirty = False
+            result = await self._sync_failed(err, "reach")
+        await self._record(result)
         return history_full(self.inp.history_limit) and not self.deleting
 
     async def _sync(self) -> SyncResult | None:
-        inp = self.inp
         task = self._start_sync()
         await workflow.wait_condition(lambda: task.done() or self.deleting)
         if not task.done():
@@ -178,13 +149,26 @@ class ClusterWorkflow(ProvisionedLifecycle):
             result: SyncResult = task.result()
             return result
         except ActivityError as err:
-            why = permanent_cause(err) or str(err.cause or err)
-            msg = f"cannot attach cluster {inp.name}: {why}"
-            await workflow.execute_local_activity(
-                act.WRITE_CLUSTER_STATUS, ClusterStatusPatch(inp.name, inp.uid, "Error", msg),
-                start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
-            )
-            return SyncResult("Error", msg, self.lost, permanent=True)
+            return await self._sync_failed(err, "attach")
+
+    async def _record(self, result: SyncResult) -> None:
+        """A sync round's outcome: the phase (in the search attributes too) and the jobs told
+        "lost"; after a permanent error, wait for a spec change or deletion."""
+        self.phase, self.lost = result.phase, result.lost_jobs
+        upsert([(PHASE, self.phase)], self.sa)
+        if result.permanent:
+            await wait(lambda: self.spec_dirty or self.deleting, None)
+            self.spec_dirty = False
+
+    async def _sync_failed(self, err: ActivityError, doing: str) -> SyncResult:
+        """The sync activity failed for good: phase Error with why, until the spec changes."""
+        why = permanent_cause(err) or str(err.cause or err)
+        msg = f"cannot {doing} cluster {self.inp.name}: {why}"
+        await workflow.execute_local_activity(
+            act.WRITE_CLUSTER_STATUS, ClusterStatusPatch(self.inp.name, self.inp.uid, "Error", msg),
+            start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+        )
+        return SyncResult("Error", msg, self.lost, permanent=True)
 
     async def _teardown(self, provisioned: ProvisionState | None = None) -> str:
         inp = self.inp

@@ -41,7 +41,6 @@ with workflow.unsafe.imports_passed_through():
         RUNNING,
         ClusterEvent,
         DeleteReplicasInput,
-        DeleteRequest,
         DequeueRequest,
         EnqueueRequest,
         JobInput,
@@ -55,18 +54,14 @@ with workflow.unsafe.imports_passed_through():
         ReplicaRecord,
         ReplicaReport,
         ReplicaUpdate,
-        SpecChanged,
         SubmitInput,
         SubmitResult,
     )
     from skyshift.contract.names import (
         QUERY_STATE,
         SIG_CLUSTER,
-        SIG_DELETE,
-        SIG_ENSURE,
         SIG_PLACED,
         SIG_REPLICAS,
-        SIG_SPEC,
         WF_JOB,
         job_workflow_id,
         skylet_queue,
@@ -88,6 +83,7 @@ with workflow.unsafe.imports_passed_through():
         upsert,
         wait,
     )
+    from skyshift.workflows.lifecycle import StateLifecycle
     from skyshift.workflows.owner import tell_owner
 
 TERMINAL = ("Succeeded", "Failed")
@@ -97,7 +93,9 @@ EARLY_PLACEMENT_PATCH = "placement-before-its-enqueue"
 
 
 @workflow.defn(name=WF_JOB)
-class JobWorkflow:
+class JobWorkflow(StateLifecycle[JobInput, JobState]):
+    input_type = JobInput
+
     @workflow.init
     def __init__(self, inp: JobInput) -> None:
         self.inp = inp
@@ -135,26 +133,6 @@ class JobWorkflow:
     @workflow.signal(name=SIG_CLUSTER)
     def cluster_event(self, e: ClusterEvent) -> None:
         self.events.append(e)
-
-    @workflow.signal(name=SIG_SPEC)
-    def spec_changed(self, _: SpecChanged) -> None:
-        self.spec_dirty = True
-
-    @workflow.signal(name=SIG_DELETE)
-    def delete(self, d: DeleteRequest) -> None:
-        if not d.uid or d.uid == self.inp.uid:
-            self.s.deleting = True
-
-    @workflow.signal(name=SIG_ENSURE)
-    def ensure(self, newer: JobInput) -> None:
-        """Sent by the API and the reconciler with the object as stored. The same object being
-        deleted: tear down. A newer object reusing the name: tear this one down, then become
-        the newer one's lifecycle (continue-as-new)."""
-        if newer.uid != self.inp.uid:
-            self.successor = newer
-            self.s.deleting = True
-        elif newer.deleting:
-            self.s.deleting = True
 
     @workflow.query(name=QUERY_STATE)
     def state(self) -> JobState:
@@ -363,14 +341,11 @@ class JobWorkflow:
         )
 
     async def _reload(self) -> None:
-        self.spec_dirty = False
-        got: ReadJobResult = await workflow.execute_local_activity(
+        got = await self._read_stored(
             act.READ_JOB, ReadJobInput(self.inp.namespace, self.inp.name, self.inp.uid),
-            result_type=ReadJobResult, start_to_close_timeout=STORE_TIMEOUT,
-            retry_policy=STORE_RETRY,
+            ReadJobResult,
         )
-        if not got.found or got.deleting:
-            self.s.deleting = True
+        if got is None:
             return
         if got.invalid or got.template is None:
             self.fatal = got.invalid or "invalid job spec"
@@ -426,10 +401,7 @@ class JobWorkflow:
         await remove_object("jobs", self.inp.name, self.inp.uid, self.inp.namespace)
         if self.s.phase not in TERMINAL:
             await self._tell_owner("Deleted")
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        if self.successor is not None:
-            workflow.continue_as_new(self.successor)
-        return "Deleted"
+        return await self._deleted()
 
     # ---- continue-as-new --------------------------------------------------------------------
 

@@ -19,7 +19,6 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from skyshift.contract import activity_names as act
-    from skyshift.contract.jobs import DeleteRequest, SpecChanged
     from skyshift.contract.links import (
         LinkInput,
         LinkRef,
@@ -29,9 +28,6 @@ with workflow.unsafe.imports_passed_through():
         ProbeResult,
     )
     from skyshift.contract.names import (
-        SIG_DELETE,
-        SIG_ENSURE,
-        SIG_SPEC,
         WF_LINK,
         link_workflow_id,
         skylet_queue,
@@ -46,39 +42,26 @@ with workflow.unsafe.imports_passed_through():
         upsert,
         wait,
     )
+    from skyshift.workflows.lifecycle import Lifecycle
 
 PROBE_RETRY = RetryPolicy(maximum_attempts=1)
 
 
 @workflow.defn(name=WF_LINK)
-class LinkWorkflow:
+class LinkWorkflow(Lifecycle[LinkInput]):
+    input_type = LinkInput
+
     @workflow.init
     def __init__(self, inp: LinkInput) -> None:
         self.inp = inp
         self.deleting = inp.deleting
-        self.dirty = False
+        self.spec_dirty = False
         self.successor: LinkInput | None = None
         self.written: LinkStatusPatch | None = None
         self.sa: dict[str, str] = {}
 
-    @workflow.signal(name=SIG_ENSURE)
-    def ensure(self, newer: LinkInput) -> None:
-        if newer.uid != self.inp.uid:
-            self.successor = newer
-            self.deleting = True
-        elif newer.deleting:
-            self.deleting = True
-        else:
-            self.dirty = True
-
-    @workflow.signal(name=SIG_SPEC)
-    def spec_changed(self, _: SpecChanged) -> None:
-        self.dirty = True
-
-    @workflow.signal(name=SIG_DELETE)
-    def delete(self, d: DeleteRequest) -> None:
-        if not d.uid or d.uid == self.inp.uid:
-            self.deleting = True
+    def _ensured(self, newer: LinkInput) -> None:
+        self.spec_dirty = True
 
     @workflow.run
     async def run(self, inp: LinkInput) -> str:
@@ -87,7 +70,7 @@ class LinkWorkflow:
         while True:
             if self.deleting:
                 return await self._teardown(ref)
-            self.dirty = False
+            self.spec_dirty = False
             view: LinkView = await workflow.execute_local_activity(
                 act.VIEW_LINK, ref, result_type=LinkView, start_to_close_timeout=STORE_TIMEOUT,
                 retry_policy=STORE_RETRY,
@@ -99,9 +82,8 @@ class LinkWorkflow:
             await self._write(LinkStatusPatch(inp.name, inp.uid, phase, message,
                                               view.generation, link_workflow_id(inp.name)))
             if history_full(inp.history_limit):
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(LinkInput(inp.name, inp.uid, refresh=inp.refresh))
-            await wait(lambda: self.dirty or self.deleting, timedelta(seconds=inp.refresh))
+                await self._continue_as_new(LinkInput(inp.name, inp.uid, refresh=inp.refresh))
+            await wait(lambda: self.spec_dirty or self.deleting, timedelta(seconds=inp.refresh))
 
     async def _judge(self, view: LinkView) -> tuple[str, str]:
         if view.problem:
@@ -136,7 +118,4 @@ class LinkWorkflow:
     async def _teardown(self, ref: LinkRef) -> str:
         upsert([(PHASE, "Deleting")], self.sa)
         await remove_object("links", ref.name, ref.uid)
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        if self.successor is not None:
-            workflow.continue_as_new(self.successor)
-        return "Deleted"
+        return await self._deleted()

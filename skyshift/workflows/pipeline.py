@@ -25,13 +25,9 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from skyshift.contract import activity_names as act
-    from skyshift.contract.jobs import DeleteRequest, SpecChanged
     from skyshift.contract.names import (
         QUERY_STATE,
         SIG_CHILD_ENDED,
-        SIG_DELETE,
-        SIG_ENSURE,
-        SIG_SPEC,
         WF_PIPELINE,
         pipeline_workflow_id,
     )
@@ -61,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         upsert,
         wait,
     )
+    from skyshift.workflows.lifecycle import StateLifecycle
     from skyshift.workflows.owner import tell_owner
 
 TEARDOWN_TIMEOUT = timedelta(minutes=10)
@@ -71,7 +68,9 @@ def _now() -> str:
 
 
 @workflow.defn(name=WF_PIPELINE)
-class PipelineWorkflow:
+class PipelineWorkflow(StateLifecycle[PipelineInput, PipelineState]):
+    input_type = PipelineInput
+
     @workflow.init
     def __init__(self, inp: PipelineInput) -> None:
         self.inp = inp
@@ -96,23 +95,8 @@ class PipelineWorkflow:
     def child_ended(self, _: ChildEnded) -> None:
         self.woken = True
 
-    @workflow.signal(name=SIG_SPEC)
-    def spec_changed(self, _: SpecChanged) -> None:
-        self.spec_dirty = True
-
-    @workflow.signal(name=SIG_DELETE)
-    def delete(self, d: DeleteRequest) -> None:
-        if not d.uid or d.uid == self.inp.uid:
-            self.s.deleting = True
-
-    @workflow.signal(name=SIG_ENSURE)
-    def ensure(self, newer: PipelineInput) -> None:
-        if newer.uid != self.inp.uid:
-            self.successor = newer
-            self.s.deleting = True
-        elif newer.deleting:
-            self.s.deleting = True
-        elif newer.cancel:
+    def _ensured(self, newer: PipelineInput) -> None:
+        if newer.cancel:
             self.s.cancel = True
 
     @workflow.query(name=QUERY_STATE)
@@ -150,8 +134,7 @@ class PipelineWorkflow:
             if self.dirty:
                 await self._write()
             if history_full(inp.config.history_limit):
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(self._carry())
+                await self._continue_as_new(self._carry())
             await wait(self._has_input, timedelta(seconds=inp.config.poll))
             self.woken = False
             await self._look()
@@ -227,6 +210,7 @@ class PipelineWorkflow:
             await self._delete_jobs(doomed)
 
     async def _delete_jobs(self, only: list[str]) -> None:
+        """Delete the jobs ``only`` names, or every job the pipeline made when it is empty."""
         await workflow.execute_activity(
             act.DELETE_OWNED,
             DeleteOwnedInput(self.inp.namespace, self.inp.uid, PIPELINE_LABEL, self.inp.name,
@@ -236,15 +220,11 @@ class PipelineWorkflow:
         )
 
     async def _reload(self) -> None:
-        self.spec_dirty = False
-        got: ReadPipelineResult = await workflow.execute_local_activity(
+        got = await self._read_stored(
             act.READ_PIPELINE, ReadPipelineInput(self.inp.namespace, self.inp.name, self.inp.uid),
-            result_type=ReadPipelineResult, start_to_close_timeout=STORE_TIMEOUT,
-            retry_policy=STORE_RETRY,
+            ReadPipelineResult,
         )
-        if not got.found or got.deleting:
-            self.s.deleting = True
-        elif got.cancel:
+        if got is not None and got.cancel:
             self.s.cancel = True
 
     async def _write(self, *, started: bool = False, finished: bool = False) -> None:
@@ -264,19 +244,11 @@ class PipelineWorkflow:
 
     async def _teardown(self) -> str:
         upsert([(PHASE, "Deleting")], self.sa)
-        await workflow.execute_activity(
-            act.DELETE_OWNED,
-            DeleteOwnedInput(self.inp.namespace, self.inp.uid, PIPELINE_LABEL, self.inp.name),
-            start_to_close_timeout=STORE_TIMEOUT, schedule_to_close_timeout=TEARDOWN_TIMEOUT,
-            retry_policy=STORE_RETRY,
-        )
+        await self._delete_jobs([])  # every job it made
         await remove_object("pipelines", self.inp.name, self.inp.uid, self.inp.namespace)
         if self.s.phase not in PIPELINE_TERMINAL:
             await tell_owner(self.inp.owner, self.inp.name, "Deleted")
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        if self.successor is not None:
-            workflow.continue_as_new(self.successor)
-        return "Deleted"
+        return await self._deleted()
 
     def _carry(self) -> PipelineInput:
         inp = self.inp

@@ -22,12 +22,8 @@ from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
     from skyshift.contract import activity_names as act
-    from skyshift.contract.jobs import DeleteRequest, SpecChanged
     from skyshift.contract.names import (
         SIG_CHILD_ENDED,
-        SIG_DELETE,
-        SIG_ENSURE,
-        SIG_SPEC,
         WF_SCHEDULE,
         WF_SCHEDULED_RUN,
     )
@@ -49,38 +45,25 @@ with workflow.unsafe.imports_passed_through():
         remove_object,
         wait,
     )
+    from skyshift.workflows.lifecycle import Lifecycle
 
 SCHEDULED_TIME = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
 TEARDOWN_TIMEOUT = timedelta(minutes=10)
 
 
 @workflow.defn(name=WF_SCHEDULE)
-class ScheduleWorkflow:
+class ScheduleWorkflow(Lifecycle[ScheduleInput]):
+    input_type = ScheduleInput
+
     @workflow.init
     def __init__(self, inp: ScheduleInput) -> None:
         self.inp = inp
         self.deleting = inp.deleting
-        self.dirty = True
+        self.spec_dirty = True
         self.successor: ScheduleInput | None = None
 
-    @workflow.signal(name=SIG_ENSURE)
-    def ensure(self, newer: ScheduleInput) -> None:
-        if newer.uid != self.inp.uid:
-            self.successor = newer
-            self.deleting = True
-        elif newer.deleting:
-            self.deleting = True
-        else:
-            self.dirty = True
-
-    @workflow.signal(name=SIG_SPEC)
-    def spec_changed(self, _: SpecChanged) -> None:
-        self.dirty = True
-
-    @workflow.signal(name=SIG_DELETE)
-    def delete(self, d: DeleteRequest) -> None:
-        if not d.uid or d.uid == self.inp.uid:
-            self.deleting = True
+    def _ensured(self, newer: ScheduleInput) -> None:
+        self.spec_dirty = True
 
     @workflow.run
     async def run(self, inp: ScheduleInput) -> str:
@@ -88,8 +71,8 @@ class ScheduleWorkflow:
         while True:
             if self.deleting:
                 return await self._teardown(ref)
-            if self.dirty:
-                self.dirty = False
+            if self.spec_dirty:
+                self.spec_dirty = False
                 got: SyncScheduleResult = await workflow.execute_activity(
                     act.SYNC_SCHEDULE, ref, result_type=SyncScheduleResult,
                     start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
@@ -98,9 +81,8 @@ class ScheduleWorkflow:
                     self.deleting = True
                 continue
             if history_full(inp.history_limit):
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(ScheduleInput(inp.namespace, inp.name, inp.uid))
-            await workflow.wait_condition(lambda: self.dirty or self.deleting)
+                await self._continue_as_new(ScheduleInput(inp.namespace, inp.name, inp.uid))
+            await workflow.wait_condition(lambda: self.spec_dirty or self.deleting)
 
     async def _teardown(self, ref: ScheduleRef) -> str:
         await workflow.execute_activity(
@@ -108,10 +90,7 @@ class ScheduleWorkflow:
             schedule_to_close_timeout=TEARDOWN_TIMEOUT, retry_policy=STORE_RETRY,
         )
         await remove_object("schedules", ref.name, ref.uid, ref.namespace)
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        if self.successor is not None:
-            workflow.continue_as_new(self.successor)
-        return "Deleted"
+        return await self._deleted()
 
 
 def _scheduled_time() -> str:

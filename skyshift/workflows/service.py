@@ -47,14 +47,11 @@ with workflow.unsafe.imports_passed_through():
         reached,
         target_ports,
     )
+    from skyshift.compat.types import ServiceSpec
     from skyshift.contract import activity_names as act
-    from skyshift.contract.jobs import DeleteRequest, SpecChanged
     from skyshift.contract.names import (
         QUERY_STATE,
-        SIG_DELETE,
-        SIG_ENSURE,
         SIG_REFRESH,
-        SIG_SPEC,
         WF_SERVICE,
         service_workflow_id,
         skylet_queue,
@@ -95,6 +92,7 @@ with workflow.unsafe.imports_passed_through():
         upsert,
         wait,
     )
+    from skyshift.workflows.lifecycle import StateLifecycle
 
 
 BACKENDS_PATCH = "balance-over-linked-replicas"
@@ -107,7 +105,9 @@ def _selector_text(selector: dict[str, str]) -> str:
 
 
 @workflow.defn(name=WF_SERVICE)
-class ServiceWorkflow:
+class ServiceWorkflow(StateLifecycle[ServiceInput, ServiceState]):
+    input_type = ServiceInput
+
     @workflow.init
     def __init__(self, inp: ServiceInput) -> None:
         self.inp = inp
@@ -122,25 +122,6 @@ class ServiceWorkflow:
         self.sa: dict[str, str] = {}
 
     # ---- signals and queries ----------------------------------------------------------------
-
-    @workflow.signal(name=SIG_SPEC)
-    def spec_changed(self, _: SpecChanged) -> None:
-        self.spec_dirty = True
-
-    @workflow.signal(name=SIG_DELETE)
-    def delete(self, d: DeleteRequest) -> None:
-        if not d.uid or d.uid == self.inp.uid:
-            self.s.deleting = True
-
-    @workflow.signal(name=SIG_ENSURE)
-    def ensure(self, newer: ServiceInput) -> None:
-        """From the API and the reconciler, with the object as stored: being deleted -> tear
-        down; a newer object reusing the name -> tear down, then become its lifecycle."""
-        if newer.uid != self.inp.uid:
-            self.successor = newer
-            self.s.deleting = True
-        elif newer.deleting:
-            self.s.deleting = True
 
     @workflow.signal(name=SIG_REFRESH)
     def refresh(self, _: Refresh) -> None:
@@ -168,8 +149,7 @@ class ServiceWorkflow:
                 await self._round()
             busy = self.spec_dirty or self.s.deleting
             if history_full(self.inp.config.history_limit) and not busy:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(self._carry())
+                await self._continue_as_new(self._carry())
             self.poked = False
             timeout = None if self.invalid else timedelta(seconds=inp.config.refresh)
             await wait(lambda: self.spec_dirty or self.s.deleting or self.poked, timeout)
@@ -260,14 +240,7 @@ class ServiceWorkflow:
         if cluster not in s.touched:
             s.touched.append(cluster)
         try:
-            res: ApplyServiceResult = await workflow.execute_activity(
-                act.APPLY_SERVICE, ApplyServiceInput(cluster, linked_spec(self.inp, self.t,
-                                                                        backends)),
-                result_type=ApplyServiceResult, task_queue=skylet_queue(cluster),
-                start_to_close_timeout=SKYLET_TIMEOUT,
-                schedule_to_close_timeout=timedelta(seconds=self.inp.config.apply_timeout),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
-            )
+            res = await self._apply_on(cluster, linked_spec(self.inp, self.t, backends))
         except ActivityError as err:
             why = permanent_cause(err)
             if why is not None:
@@ -350,12 +323,7 @@ class ServiceWorkflow:
         if target not in s.touched:
             s.touched.append(target)  # an apply that times out may still have created it
         try:
-            res: ApplyServiceResult = await workflow.execute_activity(
-                act.APPLY_SERVICE, ApplyServiceInput(target, spec), result_type=ApplyServiceResult,
-                task_queue=skylet_queue(target), start_to_close_timeout=SKYLET_TIMEOUT,
-                schedule_to_close_timeout=timedelta(seconds=self.inp.config.apply_timeout),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
-            )
+            res = await self._apply_on(target, spec)
         except ActivityError as err:
             why = permanent_cause(err)
             if why is not None:
@@ -380,6 +348,16 @@ class ServiceWorkflow:
         s.linked.pop(target, None)  # a linked copy there is now the primary's service
         if prune and old and old != target and await self._delete_on(old) and old in s.touched:
             s.touched.remove(old)
+
+    async def _apply_on(self, cluster: str, spec: ServiceSpec) -> ApplyServiceResult:
+        """The ``apply_service`` activity on ``cluster``'s queue (failures raise)."""
+        res: ApplyServiceResult = await workflow.execute_activity(
+            act.APPLY_SERVICE, ApplyServiceInput(cluster, spec), result_type=ApplyServiceResult,
+            task_queue=skylet_queue(cluster), start_to_close_timeout=SKYLET_TIMEOUT,
+            schedule_to_close_timeout=timedelta(seconds=self.inp.config.apply_timeout),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
+        )
+        return res
 
     async def _delete_on(self, cluster: str) -> bool:
         try:
@@ -443,14 +421,11 @@ class ServiceWorkflow:
         return out
 
     async def _reload(self) -> None:
-        self.spec_dirty = False
-        got: ReadServiceResult = await workflow.execute_local_activity(
+        got = await self._read_stored(
             act.READ_SERVICE, ReadServiceInput(self.inp.namespace, self.inp.name, self.inp.uid),
-            result_type=ReadServiceResult, start_to_close_timeout=STORE_TIMEOUT,
-            retry_policy=STORE_RETRY,
+            ReadServiceResult,
         )
-        if not got.found or got.deleting:
-            self.s.deleting = True
+        if got is None:
             return
         self.invalid = got.invalid
         if got.template is not None:
@@ -472,10 +447,7 @@ class ServiceWorkflow:
             start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
         )
         await remove_object("services", self.inp.name, self.inp.uid, self.inp.namespace)
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        if self.successor is not None:
-            workflow.continue_as_new(self.successor)
-        return "Deleted"
+        return await self._deleted()
 
     # ---- continue-as-new --------------------------------------------------------------------
 

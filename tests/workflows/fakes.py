@@ -72,8 +72,9 @@ class Fakes:
         deadline = asyncio.get_running_loop().time() + timeout
         while len(self.of(name)) < count:
             if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError(f"{name} called {len(self.of(name))} times, want {count}: "
-                                     f"{self.names()}")
+                raise AssertionError(
+                    f"{name} called {len(self.of(name))} times, want {count}: {self.names()}"
+                )
             await asyncio.sleep(0.02)
         return self.of(name)
 
@@ -117,18 +118,31 @@ class Fakes:
     async def place_batch(self, inp: PlaceBatchInput) -> PlaceBatchResult:
         self.calls.append(("place_batch", inp))
         objs = [
-            {"metadata": {"name": c}, "status": {"phase": "Ready", "allocatable": {
-                f"{c}-0": {"cpus": cpus, "memory": 1e6}}}}
+            {
+                "metadata": {"name": c},
+                "status": {
+                    "phase": "Ready",
+                    "allocatable": {f"{c}-0": {"cpus": cpus, "memory": 1e6}},
+                },
+            }
             for c, cpus in sorted(self.allocatable.items())
         ]
         decisions = schedule_batch(
             [e.req.request for e in inp.jobs], cluster_infos(objs, inp.reservations), []
         )
-        return PlaceBatchResult([
-            PlaceOutcome(e.req.request.key, e.req.request.uid, e.req.seq,
-                         "placed" if d.placed else "pending", dict(d.assignments), d.message)
-            for e, d in zip(inp.jobs, decisions, strict=True)
-        ])
+        return PlaceBatchResult(
+            [
+                PlaceOutcome(
+                    e.req.request.key,
+                    e.req.request.uid,
+                    e.req.seq,
+                    "placed" if d.placed else "pending",
+                    dict(d.assignments),
+                    d.message,
+                )
+                for e, d in zip(inp.jobs, decisions, strict=True)
+            ]
+        )
 
     # ---- skylet queues ---------------------------------------------------------------------
 
@@ -137,9 +151,9 @@ class Fakes:
         self.calls.append(("submit_replicas", inp))
         if self.submit_error:
             raise ApplicationError("it can never run", type=self.submit_error, non_retryable=True)
-        return SubmitResult([
-            ReplicaUpdate(s.name, s.rank, s.attempt, self.submit_state) for s in inp.replicas
-        ])
+        return SubmitResult(
+            [ReplicaUpdate(s.name, s.rank, s.attempt, self.submit_state) for s in inp.replicas]
+        )
 
     @activity.defn(name=act.DELETE_REPLICAS)
     async def delete_replicas(self, inp: DeleteReplicasInput) -> DeleteReplicasResult:
@@ -161,16 +175,34 @@ class Fakes:
         return TeardownResult(["job/ns/x"], 2, "deleted 2 replicas")
 
     def control(self) -> list[Callable[..., Any]]:
-        return [self.enqueue_job, self.dequeue_job, self.write_job_status, self.read_job,
-                self.remove_object, self.write_cluster_status, self.notify_cluster_jobs,
-                self.place_batch]
+        return [
+            self.enqueue_job,
+            self.dequeue_job,
+            self.write_job_status,
+            self.read_job,
+            self.remove_object,
+            self.write_cluster_status,
+            self.notify_cluster_jobs,
+            self.place_batch,
+        ]
 
     def skylet(self) -> list[Callable[..., Any]]:
-        return [self.submit_replicas, self.delete_replicas, self.sync_cluster,
-                self.teardown_cluster]
+        return [
+            self.submit_replicas,
+            self.delete_replicas,
+            self.sync_cluster,
+            self.teardown_cluster,
+        ]
 
 
 STARTED: list[Any] = []  # handles of workflows started by tests (terminated after each test)
+
+
+async def start(client: Client, run: Any, arg: Any, wf_id: str, queue: str) -> Any:
+    """Start ``run`` (a workflow's run method) with ``arg``; terminated when the test ends."""
+    h = await client.start_workflow(run, arg, id=wf_id, task_queue=queue)
+    STARTED.append(h)
+    return h
 
 
 def unique(prefix: str) -> str:
@@ -178,17 +210,35 @@ def unique(prefix: str) -> str:
 
 
 @asynccontextmanager
-async def workers(client: Client, fakes: Fakes, clusters: list[str]) -> AsyncIterator[str]:
-    """Control worker (unique task queue) plus a skylet worker per cluster, all on fakes."""
+async def run_workers(
+    client: Client,
+    workflows: list[type],
+    control: list[Callable[..., Any]],
+    skylet: list[Callable[..., Any]],
+    clusters: list[str],
+) -> AsyncIterator[str]:
+    """A control worker on a unique task queue (its name is yielded) running ``workflows`` and
+    the ``control`` fakes, plus a worker per cluster on its skylet queue with the ``skylet``
+    fakes."""
     queue = unique(f"{CONTROL_QUEUE}-")
-    ws = [Worker(client, task_queue=queue, workflows=[JobWorkflow, SchedulerWorkflow,
-                                                      ClusterWorkflow],
-                 activities=fakes.control())]
-    ws += [Worker(client, task_queue=skylet_queue(c), activities=fakes.skylet())
-           for c in clusters]
+    ws = [Worker(client, task_queue=queue, workflows=workflows, activities=control)]
+    ws += [Worker(client, task_queue=skylet_queue(c), activities=skylet) for c in clusters]
     async with AsyncExitStack() as stack:
         for w in ws:
             await stack.enter_async_context(w)
+        yield queue
+
+
+@asynccontextmanager
+async def workers(client: Client, fakes: Fakes, clusters: list[str]) -> AsyncIterator[str]:
+    """Control worker (unique task queue) plus a skylet worker per cluster, all on fakes."""
+    async with run_workers(
+        client,
+        [JobWorkflow, SchedulerWorkflow, ClusterWorkflow],
+        fakes.control(),
+        fakes.skylet(),
+        clusters,
+    ) as queue:
         yield queue
 
 

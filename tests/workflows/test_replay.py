@@ -1,6 +1,9 @@
 """Replay the committed histories (tests/workflows/histories/*.json) against the current code.
 
-They were recorded on the real dev server by tests/integration/test_lifecycle_replay.py with
+Job, Service, scheduler and Cluster histories were recorded on the real dev server by
+tests/integration/test_lifecycle_replay.py and test_provision_lifecycle.py; Pipeline, Schedule,
+scheduled run, Link and provisioned Cluster ones by the workflow tests of this folder
+(time-skipping server, fake activities; :mod:`tests.workflows.record`). All with
 ``SKYSHIFT_RECORD_HISTORIES=1``. A change that makes a workflow issue different commands for the
 same history (non-determinism) fails here: such a change needs ``workflow.patched`` instead.
 """
