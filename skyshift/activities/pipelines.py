@@ -15,7 +15,6 @@ from temporalio import activity
 from temporalio.client import Client
 
 from skyshift.activities import spawn
-from skyshift.activities.pipeline_convert import step_job
 from skyshift.activities.store import uid_of, update_status
 from skyshift.activities.trust import (
     check_name,
@@ -40,6 +39,7 @@ from skyshift.contract.pipelines import (
 from skyshift.models.meta import now_iso
 from skyshift.store import NotFound, ObjectStore
 from skyshift.store.errors import AlreadyExists
+from skyshift.temporal.pipeline_convert import step_job
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

@@ -34,7 +34,7 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from skyshift.activities import spawn, starter
+from skyshift.activities import spawn
 from skyshift.activities.pipelines import TERMINAL, delete_owned, owned_by
 from skyshift.activities.store import uid_of, update_status
 from skyshift.activities.trust import check_ref, check_workflow_id, untrusted
@@ -66,6 +66,7 @@ from skyshift.models.schedule import OWNER_USER_ANNOTATION, parse_duration
 from skyshift.models.schedule import Schedule as ScheduleModel
 from skyshift.store import NotFound, ObjectStore
 from skyshift.store.errors import AlreadyExists
+from skyshift.temporal import starter
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

@@ -13,10 +13,10 @@ from typing import Any
 
 from temporalio.client import Client
 
-from skyshift.activities import starter
 from skyshift.models.meta import now_iso
 from skyshift.models.registry import kind_info
 from skyshift.store import NotFound, ObjectStore
+from skyshift.temporal import starter
 
 Obj = dict[str, Any]
 

@@ -2,7 +2,7 @@
 
 The API server never drives a workflow itself; it tells the lifecycle plane that something
 happened (created, spec changed, deleting) and asks it for logs and exec. ``Lifecycle`` is that
-seam: :class:`TemporalLifecycle` forwards to ``skyshift.activities.starter`` (imported lazily, so
+seam: :class:`TemporalLifecycle` forwards to ``skyshift.temporal.starter`` (imported lazily, so
 the API runs before, and without, the workflows package), and tests plug in a recording double.
 Hook failures never undo the etcd write. A notification that failed because Temporal was away is
 sent again in the background once it answers (:mod:`.lifecycle_retry`); beyond that, the control
@@ -85,7 +85,7 @@ class TemporalLifecycle:
         """A lifecycle that connects to Temporal at ``address`` when first needed."""
 
         async def connect() -> Any:
-            from skyshift.contract.client import connect
+            from skyshift.temporal.client import connect
 
             return await connect(address, namespace, lazy=True)
 
@@ -172,8 +172,8 @@ class TemporalLifecycle:
 
 
 def _starter() -> Any:
-    """``skyshift.activities.starter``, imported on first use (it may not exist yet)."""
-    return importlib.import_module("skyshift.activities.starter")
+    """``skyshift.temporal.starter``, imported on first use (it may not exist yet)."""
+    return importlib.import_module("skyshift.temporal.starter")
 
 
 def _ref(obj: dict[str, Any]) -> str:

@@ -37,8 +37,6 @@ from typing import Any
 
 from temporalio.client import Client
 
-from skyshift.activities import starter
-from skyshift.activities.convert import parse_time
 from skyshift.contract.names import (
     cluster_workflow_id,
     job_workflow_id,
@@ -49,6 +47,8 @@ from skyshift.contract.names import (
 )
 from skyshift.metrics import set_job_phases
 from skyshift.store import ObjectStore, list_in_pages
+from skyshift.temporal import starter
+from skyshift.temporal.convert import parse_time
 from skyshift.workers.common import cancel_and_wait
 
 log = logging.getLogger(__name__)

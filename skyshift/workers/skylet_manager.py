@@ -30,7 +30,6 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from skyshift.activities.clusters import ClusterContext
-from skyshift.activities.convert import manager_config
 from skyshift.activities.links import ProbeActivities
 from skyshift.activities.services import ServiceActivities
 from skyshift.activities.sync import SkyletWithSync, SyncConfig
@@ -47,6 +46,7 @@ from skyshift.compat.types import (
 from skyshift.config import Settings
 from skyshift.contract.names import skylet_queue
 from skyshift.store import InvalidSelector, ObjectStore, Selector, StoreError, parse_selector
+from skyshift.temporal.convert import manager_config
 from skyshift.workers import payload_hints
 from skyshift.workers.common import (
     clear_ready,

@@ -13,11 +13,12 @@ from temporalio import activity, workflow
 from temporalio.converter import DataConverter
 
 import skyshift.activities
-from skyshift.activities.convert import job_input
-from skyshift.contract import activity_names, converter, names
-from skyshift.contract.converter import DATA_CONVERTER
+from skyshift.contract import activity_names, names
 from skyshift.contract.jobs import JobConfig, JobInput
 from skyshift.devstack.components import SEARCH_ATTRIBUTES
+from skyshift.temporal import converter
+from skyshift.temporal.convert import job_input
+from skyshift.temporal.converter import DATA_CONVERTER
 from skyshift.workers.control import WORKFLOWS
 
 ROOT = Path(__file__).resolve().parents[2] / "skyshift"

@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from skyshift.activities.convert import validation_summary
 from skyshift.compat.types import ServicePort, ServiceSpec
 from skyshift.contract.services import ServiceConfig, ServiceInput, ServiceTemplate, ServiceView
 from skyshift.models.service import Service
+from skyshift.temporal.convert import validation_summary
 
 Obj = dict[str, Any]
 

@@ -29,9 +29,6 @@ from temporalio.common import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from skyshift.activities.convert import cluster_input, job_input, status_clusters
-from skyshift.activities.pipeline_convert import pipeline_input
-from skyshift.activities.service_convert import service_input
 from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
 from skyshift.contract.jobs import (
     DeleteRequest,
@@ -65,6 +62,9 @@ from skyshift.contract.names import (
     service_workflow_id,
 )
 from skyshift.contract.pipelines import ScheduleInput
+from skyshift.temporal.convert import cluster_input, job_input, status_clusters
+from skyshift.temporal.pipeline_convert import pipeline_input
+from skyshift.temporal.service_convert import service_input
 
 Obj = dict[str, Any]
 OP_TIMEOUT = timedelta(seconds=120)

@@ -13,7 +13,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from skyshift.activities.envs import redact
 from skyshift.contract.jobs import (
     REVISION,
     ClusterInput,
@@ -28,6 +27,7 @@ from skyshift.models.job import Job
 from skyshift.models.meta import now_iso
 from skyshift.models.quantity import Resources
 from skyshift.scheduler.types import Expression, Filter, NodeInfo, Preference, QueueInfo
+from skyshift.temporal.envs import redact
 
 Obj = dict[str, Any]
 COUNT_STATES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")

@@ -6,7 +6,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from skyshift.activities.convert import validation_summary
 from skyshift.contract.pipelines import (
     OWNER_ANNOTATION,
     OWNER_UID_ANNOTATION,
@@ -17,6 +16,7 @@ from skyshift.contract.pipelines import (
 )
 from skyshift.models.params import render_template
 from skyshift.models.pipeline import Pipeline, step_job_name
+from skyshift.temporal.convert import validation_summary
 
 Obj = dict[str, Any]
 
