@@ -24,7 +24,6 @@ from temporalio.client import (
     ScheduleAlreadyRunningError,
     ScheduleHandle,
     ScheduleIntervalSpec,
-    ScheduleOverlapPolicy,
     SchedulePolicy,
     ScheduleSpec,
     ScheduleState,
@@ -70,12 +69,6 @@ from skyshift.temporal import starter
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
-OVERLAP = {
-    "Skip": ScheduleOverlapPolicy.SKIP, "BufferOne": ScheduleOverlapPolicy.BUFFER_ONE,
-    "BufferAll": ScheduleOverlapPolicy.BUFFER_ALL,
-    "CancelOther": ScheduleOverlapPolicy.CANCEL_OTHER,
-    "AllowAll": ScheduleOverlapPolicy.ALLOW_ALL,
-}
 PLURAL = {"Job": "jobs", "Pipeline": "pipelines"}
 
 
@@ -99,7 +92,7 @@ def temporal_schedule(model: ScheduleModel) -> Schedule:
     return Schedule(
         action=action, spec=when,
         policy=SchedulePolicy(
-            overlap=OVERLAP[spec.overlapPolicy],
+            overlap=starter.OVERLAP[spec.overlapPolicy],
             catchup_window=timedelta(seconds=parse_duration(spec.catchupWindow)),
         ),
         state=ScheduleState(paused=spec.suspend, note="skyshift: spec.suspend"),

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from temporalio.client import Client, ScheduleBackfill
+from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -231,6 +231,15 @@ async def exec_in_replica(
 # ---- schedules: actions on the Temporal Schedule itself ----------------------------------------
 
 
+#: the Schedule spec's ``overlapPolicy`` values and Temporal's policies
+OVERLAP = {
+    "Skip": ScheduleOverlapPolicy.SKIP, "BufferOne": ScheduleOverlapPolicy.BUFFER_ONE,
+    "BufferAll": ScheduleOverlapPolicy.BUFFER_ALL,
+    "CancelOther": ScheduleOverlapPolicy.CANCEL_OTHER,
+    "AllowAll": ScheduleOverlapPolicy.ALLOW_ALL,
+}
+
+
 def _schedule_handle(client: Client, obj: Obj) -> Any:
     meta = _meta(obj)
     return client.get_schedule_handle(
@@ -250,8 +259,6 @@ async def backfill_schedule(client: Client, obj: Obj, start: datetime, end: date
                             overlap: str) -> None:
     """Run every time the schedule would have fired from ``start`` to ``end``, both included
     (``overlap``: a policy name)."""
-    from skyshift.activities.schedules import OVERLAP
-
     try:
         await _schedule_handle(client, obj).backfill(
             ScheduleBackfill(start_at=start, end_at=end, overlap=OVERLAP[overlap])
