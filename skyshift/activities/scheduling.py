@@ -51,6 +51,7 @@ from skyshift.contract.names import (
 )
 from skyshift.contract.provision import ScaleRequest, expected_seconds
 from skyshift.metrics import PLACEMENT_LATENCY
+from skyshift.models.base import Obj
 from skyshift.models.job import placement_labels
 from skyshift.models.quantity import Resources
 from skyshift.scheduler import schedule_batch
@@ -61,7 +62,6 @@ from skyshift.store import NotFound, ObjectStore
 from skyshift.temporal.convert import nodes_from_status, queue_from_status
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 FOLLOW_UP_CONCURRENCY = 64
 
 

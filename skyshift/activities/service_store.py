@@ -25,11 +25,11 @@ from skyshift.contract.services import (
     ServiceView,
     ServiceViewInput,
 )
+from skyshift.models.base import Obj
 from skyshift.models.meta import now_iso
 from skyshift.store import AlreadyExists, NotFound, ObjectStore
 from skyshift.temporal.service_convert import parse_service, view_of
 
-Obj = dict[str, Any]
 #: annotation on an Endpoints object kept by a service: the uid of that service
 OWNER = "skyshift.io/service-uid"
 

@@ -31,12 +31,12 @@ from skyshift.contract.jobs import (
     RemoveObjectInput,
 )
 from skyshift.contract.names import SIG_CLUSTER
+from skyshift.models.base import Obj
 from skyshift.models.meta import now_iso
 from skyshift.store import NotFound, ObjectStore
 from skyshift.temporal.convert import cap_counts, desired_replicas, parse_job
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 
 
 def uid_of(obj: Obj) -> str:

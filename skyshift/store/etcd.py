@@ -25,8 +25,8 @@ import aetcd
 from aetcd import rpc
 
 from skyshift.config import EtcdCredentials
+from skyshift.models.base import Obj
 from skyshift.store.codec import (
-    Obj,
     decode,
     describe,
     encode,

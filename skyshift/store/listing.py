@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 from aetcd import rpc
 
+from skyshift.models.base import Obj
 from skyshift.store.backend import RangeReader
 from skyshift.store.codec import (
-    Obj,
     decode,
     decode_continue,
     encode_continue,

@@ -23,13 +23,13 @@ from skyshift.contract.jobs import (
 )
 from skyshift.contract.pipelines import OWNER_ANNOTATION
 from skyshift.contract.provision import ProvisionState, plan_of
+from skyshift.models.base import Obj
 from skyshift.models.job import Job
 from skyshift.models.meta import now_iso
 from skyshift.models.quantity import Resources
 from skyshift.scheduler.types import Expression, Filter, NodeInfo, Preference, QueueInfo
 from skyshift.temporal.envs import redact
 
-Obj = dict[str, Any]
 COUNT_STATES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 
 

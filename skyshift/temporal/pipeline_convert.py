@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import ValidationError
 
 from skyshift.contract.pipelines import (
@@ -14,11 +12,10 @@ from skyshift.contract.pipelines import (
     PipelineInput,
     StepDef,
 )
+from skyshift.models.base import Obj
 from skyshift.models.params import render_template
 from skyshift.models.pipeline import Pipeline, step_job_name
 from skyshift.temporal.convert import validation_summary
-
-Obj = dict[str, Any]
 
 
 def pipeline_input(obj: Obj) -> PipelineInput:

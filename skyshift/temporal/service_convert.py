@@ -8,16 +8,14 @@ cluster is the primary one.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import ValidationError
 
 from skyshift.compat.types import ServicePort, ServiceSpec
 from skyshift.contract.services import ServiceConfig, ServiceInput, ServiceTemplate, ServiceView
+from skyshift.models.base import Obj
+from skyshift.models.job import TERMINAL_PHASES
 from skyshift.models.service import Service
 from skyshift.temporal.convert import validation_summary
-
-Obj = dict[str, Any]
 
 
 def parse_service(obj: Obj) -> tuple[ServiceTemplate | None, str]:
@@ -132,7 +130,7 @@ def view_of(jobs: list[Obj], clusters: list[Obj], selector: dict[str, str],
         meta, status = job.get("metadata") or {}, job.get("status") or {}
         if meta.get("deletionTimestamp") or not selects(selector, meta.get("labels") or {}):
             continue
-        if status.get("phase") in ("Succeeded", "Failed"):
+        if status.get("phase") in TERMINAL_PHASES:
             continue
         view.jobs += 1
         for cluster, n in (status.get("placement") or {}).items():
