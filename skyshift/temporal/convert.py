@@ -94,14 +94,19 @@ def status_clusters(obj: Obj) -> list[str]:
     return sorted(names)
 
 
+def identity(obj: Obj) -> dict[str, Any]:
+    """The fields every versioned workflow input starts with: the object's namespace ("default"
+    if unset), name, uid and generation."""
+    meta = obj.get("metadata") or {}
+    return {"namespace": str(meta.get("namespace") or "default"), "name": str(meta.get("name")),
+            "uid": str(meta.get("uid") or ""), "generation": int(meta.get("generation") or 0)}
+
+
 def job_input(obj: Obj, config: JobConfig | None = None) -> JobInput:
     meta = obj.get("metadata") or {}
     template, invalid = parse_job(obj)
     return JobInput(
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(meta.get("name")),
-        uid=str(meta.get("uid") or ""),
-        generation=int(meta.get("generation") or 0),
+        **identity(obj),
         created=parse_time(meta.get("creationTimestamp")),
         template=template,
         invalid=invalid,

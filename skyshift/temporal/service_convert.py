@@ -15,7 +15,7 @@ from skyshift.contract.services import ServiceConfig, ServiceInput, ServiceTempl
 from skyshift.models.base import Obj
 from skyshift.models.job import TERMINAL_PHASES
 from skyshift.models.service import Service
-from skyshift.temporal.convert import validation_summary
+from skyshift.temporal.convert import identity, validation_summary
 
 
 def parse_service(obj: Obj) -> tuple[ServiceTemplate | None, str]:
@@ -39,10 +39,7 @@ def service_input(obj: Obj, config: ServiceConfig | None = None) -> ServiceInput
     meta = obj.get("metadata") or {}
     template, invalid = parse_service(obj)
     return ServiceInput(
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(meta.get("name")),
-        uid=str(meta.get("uid") or ""),
-        generation=int(meta.get("generation") or 0),
+        **identity(obj),
         template=template,
         invalid=invalid,
         deleting=bool(meta.get("deletionTimestamp")),
