@@ -34,6 +34,7 @@ from skyshift.contract.jobs import (
     DeleteRequest,
     ReplicaOpInput,
     ReplicaOpResult,
+    RulesChanged,
     SpecChanged,
     replica_name,
 )
@@ -43,9 +44,11 @@ from skyshift.contract.names import (
     CONTROL_QUEUE,
     KIND,
     PHASE,
+    SCHEDULER_ID,
     SCOPE,
     SIG_DELETE,
     SIG_ENSURE,
+    SIG_RULES,
     SIG_SPEC,
     WF_REPLICA_OP,
     schedule_workflow_id,
@@ -147,6 +150,15 @@ async def notify_deleting(client: Client, obj: Obj) -> None:
 
 def _generation(obj: Obj) -> int:
     return int(_meta(obj).get("generation") or 0)
+
+
+async def signal_scheduler(client: Client, what: str) -> None:
+    """One ``rules_changed`` signal; no scheduler yet means no queued job to retry."""
+    try:
+        await client.get_workflow_handle(SCHEDULER_ID).signal(SIG_RULES, RulesChanged(what))
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
 
 
 async def _run_op(client: Client, job: Obj, inp: ReplicaOpInput) -> ReplicaOpResult:
