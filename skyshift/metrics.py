@@ -4,7 +4,8 @@ One definition per metric, shared by the process that updates it:
 
 * the API server: requests and their latency, by route template (never the raw path, so a
   hostile client cannot create a series per URL);
-* the control worker: jobs by phase (counted on each reconciler pass), the scheduler's queue
+* the control worker: jobs by phase (kept current from a watch of the jobs, so a scrape right
+  after a job changes phase shows it: :mod:`skyshift.workers.job_phases`), the scheduler's queue
   depth, and placement latency (a job's creation to its placement);
 * the skylet manager: the time of each cluster's sync round.
 
@@ -27,8 +28,15 @@ API_LATENCY = Histogram(
     ["method", "route"], buckets=LATENCY_BUCKETS,
 )
 JOBS = Gauge(
-    "skyshift_jobs", "Jobs in etcd by phase, as of the control worker's last reconciler pass",
+    "skyshift_jobs", "Jobs in etcd by phase, updated by the control worker on every change",
     ["phase"],
+)
+QUOTA_USED = Gauge(
+    "skyshift_quota_used", "What a namespace's admitted jobs hold against one of its Quotas",
+    ["namespace", "quota", "resource"],
+)
+QUOTA_HARD = Gauge(
+    "skyshift_quota_hard", "A Quota's hard limit, per resource", ["namespace", "quota", "resource"],
 )
 QUEUE_DEPTH = Gauge(
     "skyshift_scheduler_queue_depth", "Jobs waiting in the scheduler workflow's queue",

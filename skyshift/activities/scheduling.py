@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,6 +25,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift import failpoints
 from skyshift.activities.clusters import heartbeating
+from skyshift.activities.quotas import quota_infos
 from skyshift.activities.store import uid_of, update_status
 from skyshift.activities.trust import check_job_request, check_names, untrusted
 from skyshift.contract import activity_names as act
@@ -170,6 +171,20 @@ class Gone(Exception):
     """The job object was deleted or replaced by a newer one with the same name."""
 
 
+def batch_holdings(entries: list[QueueEntry], recorded: dict[str, Decision],
+                   ) -> dict[str, tuple[Resources, int]]:
+    """Per job of the round: its per-replica request and the replicas it holds already (those
+    placed before, plus a recorded decision this round repeats), for quota usage."""
+    out: dict[str, tuple[Resources, int]] = {}
+    for e in entries:
+        r = e.req.request
+        held = sum(e.req.current.values())
+        if (d := recorded.get(r.key)) is not None:
+            held += sum(d.assignments.values())
+        out[r.key] = (r.per_replica, held)
+    return out
+
+
 def recorded_decision(obj: Obj, entry: QueueEntry) -> Decision | None:
     """The placement already decided for this request (same job uid and ``seq``), if a round
     recorded one: a retried round repeats it instead of deciding again."""
@@ -313,7 +328,9 @@ class SchedulingActivities:
         ]
         infos = cluster_infos(clusters, held)
         fresh = [e for e in inp.jobs if e.req.request.key not in recorded]
-        decided = iter(schedule_batch([e.req.request for e in fresh], infos, policies))
+        quotas = await quota_infos(self.store, batch_holdings(inp.jobs, recorded))
+        requests = [replace(e.req.request, admitted=bool(e.req.current)) for e in fresh]
+        decided = iter(schedule_batch(requests, infos, policies, quotas))
         decisions = [recorded.get(e.req.request.key) or next(decided) for e in inp.jobs]
         await self._grow(inp, decisions, clusters, infos, policies)
         limit = asyncio.Semaphore(FOLLOW_UP_CONCURRENCY)

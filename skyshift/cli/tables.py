@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from skyshift.cli.quotas import QUOTA_HEADERS, QUOTA_WIDE, quota_rows
 from skyshift.cli.render import (
     NONE,
     Table,
@@ -322,6 +323,7 @@ VIEWS: dict[str, tuple[list[str], list[str], RowFn]] = {
     "Service": (SERVICE_HEADERS, SERVICE_WIDE, service_rows),
     "Endpoints": (ENDPOINTS_HEADERS, [], endpoints_rows),
     "FilterPolicy": (FILTER_HEADERS, [], filter_rows),
+    "Quota": (QUOTA_HEADERS, QUOTA_WIDE, quota_rows),
     "Link": (LINK_HEADERS, ["GATEWAY", "MESSAGE"], link_rows),
     "Namespace": (NAMESPACE_HEADERS, [], namespace_rows),
     "Role": (ROLE_HEADERS, [], role_rows),

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from skyshift.config import skyshift_home
 from skyshift.devstack import isolation, stack
-from skyshift.devstack.components import Component, StackError
+from skyshift.devstack.components import METRICS_PORT, METRICS_PROCESSES, Component, StackError
 from skyshift.devstack.local import (
     LOCAL_CLUSTER,
     attach_local_cluster,
@@ -28,6 +28,7 @@ from skyshift.devstack.local import (
     write_local_context,
 )
 from skyshift.devstack.login import ADMIN, admin_login
+from skyshift.devstack.metrics_targets import targets_path
 from skyshift.devstack.sim import sim
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -164,6 +165,20 @@ def _isolate(console: Console, home: Path, result: stack.UpResult) -> str | None
 @_port("--ui-port", "SKYSHIFT_UI_PORT", "the Temporal Web UI")
 @_port("--api-port", "SKYSHIFT_API_PORT", "the SkyShift API server")
 @click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535 - len(METRICS_PROCESSES) + 1),
+    envvar="SKYSHIFT_METRICS_PORT",
+    default=None,
+    help=f"First of the Prometheus metrics ports: the API, the control worker and the skylet "
+    f"manager take it and the next ones (env SKYSHIFT_METRICS_PORT; default: last run's, else "
+    f"{METRICS_PORT}). Turns metrics back on after --no-metrics.",
+)
+@click.option(
+    "--no-metrics",
+    is_flag=True,
+    help="Serve no metrics (remembered by later `up`s until --metrics-port is given).",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=1),
     default=None,
@@ -176,6 +191,8 @@ def up(
     temporal_port: int | None,
     ui_port: int | None,
     api_port: int | None,
+    metrics_port: int | None,
+    no_metrics: bool,
     timeout: float | None,
 ) -> None:
     """Start the local stack in the background, or reuse what already runs.
@@ -192,7 +209,10 @@ def up(
         "temporal": temporal_port,
         "ui": ui_port,
         "api": api_port,
+        "metrics": 0 if no_metrics else metrics_port,
     }
+    if no_metrics and metrics_port is not None:
+        raise click.UsageError("--no-metrics and --metrics-port contradict each other")
     result = stack.up(home, flags, ConsoleReporter(console), timeout=timeout)
     api_url = result.urls["api"]
     user = token = None
@@ -214,12 +234,21 @@ def up(
         ("Temporal UI", result.urls["temporal_ui"]),
         ("API", result.urls["api"] + api_note),
         ("OpenAPI docs", result.urls["docs"] + api_note),
+        *_metrics_rows(home, result),
         ("logs", result.urls["logs"]),
     ]
     for part, where in rows:
         table.add_row(part, where)
     console.print(table)
     console.print("[dim]CLI context `local` is current; `skyshift down` stops everything.[/]")
+
+
+def _metrics_rows(home: Path, result: stack.UpResult) -> list[tuple[str, str]]:
+    """One row per process that serves Prometheus metrics, then the file_sd targets file."""
+    if not result.metrics:
+        return [("metrics", "off (--metrics-port turns them on)")]
+    rows = [(f"metrics: {name}", url) for name, url in result.metrics.items()]
+    return [*rows, ("Prometheus targets", str(targets_path(home)))]
 
 
 @main.command()
@@ -276,7 +305,7 @@ def status() -> None:
     console = _console()
     statuses = stack.status(home)
     table = Table(show_header=True)
-    for col in ("component", "state", "pid", "address", "health"):
+    for col in ("component", "state", "pid", "address", "metrics", "health"):
         table.add_column(col, overflow="fold")
     for s in statuses:
         state = "[green]running[/]" if s.running else "[dim]stopped[/]"
@@ -286,7 +315,7 @@ def status() -> None:
             mark = "[green]healthy[/]" if s.healthy else f"[red]unhealthy[/] [dim]{s.detail}[/]"
         else:
             mark = "[dim]-[/]"
-        table.add_row(s.name, state, str(s.pid or "-"), s.address, mark)
+        table.add_row(s.name, state, str(s.pid or "-"), s.address, s.metrics or "-", mark)
     console.print(table)
     ok = stack.all_healthy(statuses)
     console.print("all healthy" if ok else "[yellow]not all healthy[/]")

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from skyshift.config import Settings, etcd_password_file, parse_endpoints
+from skyshift.devstack.errors import StackError as StackError  # re-exported: most import it here
+from skyshift.devstack.etcd_auth import ensure_auth
 
 LOOPBACK = "127.0.0.1"
 #: skyshift.contract.names.SEARCH_ATTRIBUTES by name, so `skyshift` starts without importing
@@ -26,8 +28,10 @@ SEARCH_ATTRIBUTES = ("SkyShiftKind", "SkyShiftNamespace", "SkyShiftPhase", "SkyS
 SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
 
 
-class StackError(Exception):
-    """A failure reported to the user as one line (plus, at most, a log tail)."""
+#: The processes that serve Prometheus metrics, in order: the first gets ``Ports.metrics``, the
+#: next one port more, and so on (one address each; they would otherwise all bind one port).
+METRICS_PROCESSES = ("api", "control", "skylet-manager")
+METRICS_PORT = 9464  # the default of ``Ports.metrics``; 0 there turns metrics off
 
 
 @dataclass
@@ -37,6 +41,7 @@ class Ports:
     temporal: int = 7233
     ui: int = 8233
     api: int = 50051
+    metrics: int = METRICS_PORT  # the first metrics port (METRICS_PROCESSES); 0: metrics off
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Ports:
@@ -53,6 +58,17 @@ class Ports:
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
+
+    def metrics_ports(self) -> dict[str, int]:
+        """Process name -> its metrics port ({} when metrics are off)."""
+        if not self.metrics:
+            return {}
+        return {name: self.metrics + i for i, name in enumerate(METRICS_PROCESSES)}
+
+    def in_use(self) -> list[int]:
+        """Every port the stack is configured to listen on (metrics ports included)."""
+        named = [port for name, port in self.as_dict().items() if name != "metrics"]
+        return named + list(self.metrics_ports().values())
 
 
 # --- health checks: each component says which kind it needs -------------------------------
@@ -99,6 +115,7 @@ class Component:
     address: str
     listens: dict[str, int]  # what -> port; checked free before start
     home: Path
+    metrics: str = ""  # the URL Prometheus scrapes ("" for none)
     timeout: float = 60.0
     module: str | None = None  # python module run with -m; started only when installed
     data_dirs: list[Path] = field(default_factory=list)
@@ -197,29 +214,12 @@ def stack_env(home: Path, ports: Ports) -> dict[str, str]:
     }
 
 
-def metrics_addresses(raw: str) -> list[str]:
-    """With ``SKYSHIFT_METRICS_ADDRESS=host:port``, the API, the control worker and the skylet
-    manager serve metrics on ``port``, ``port+1`` and ``port+2`` (one address each: they would
-    otherwise all bind the same one, and all but the first fail); [] when unset or not a port."""
-    host, _, port = raw.strip().rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65534:
-        return []
-    return [f"{host}:{int(port) + i}" for i in range(3)]
 
 
-def build_components(home: Path, ports: Ports, resolve: bool = True) -> list[Component]:
-    """The stack in start order (``down`` goes in reverse).
-
-    ``resolve=False`` skips looking up binaries: ``status`` and ``down`` only need names, files
-    and health checks.
-    """
-    from skyshift.devstack.etcd_auth import ensure_auth  # it raises this module's StackError
-
-    base_env = stack_env(home, ports)
-
+def _etcd(home: Path, ports: Ports, resolve: bool) -> Component:
     etcd_url = f"http://{LOOPBACK}:{ports.etcd}"
     peer_url = f"http://{LOOPBACK}:{ports.etcd_peer}"
-    etcd = Component(
+    return Component(
         name="etcd",
         title="etcd",
         argv=[
@@ -250,9 +250,11 @@ def build_components(home: Path, ports: Ports, resolve: bool = True) -> list[Com
         home=home,
         # client auth (a root user with a random password) before anything else connects
         on_healthy=lambda: ensure_auth(home, f"{LOOPBACK}:{ports.etcd}"),
-    )
+    )  # fmt: skip
 
-    temporal_argv = [
+
+def _temporal(home: Path, ports: Ports, resolve: bool) -> Component:
+    argv = [
         temporal_binary() if resolve else "temporal",
         "server", "start-dev",
         "--db-filename", str(home / "temporal" / "temporal.db"),
@@ -262,13 +264,13 @@ def build_components(home: Path, ports: Ports, resolve: bool = True) -> list[Com
         "--log-level", "warn",
     ]  # fmt: skip
     for pragma in SQLITE_PRAGMAS:
-        temporal_argv += ["--sqlite-pragma", pragma]
+        argv += ["--sqlite-pragma", pragma]
     for attr in SEARCH_ATTRIBUTES:
-        temporal_argv += ["--search-attribute", f"{attr}=Keyword"]
-    temporal = Component(
+        argv += ["--search-attribute", f"{attr}=Keyword"]
+    return Component(
         name="temporal",
         title="Temporal dev server",
-        argv=temporal_argv,
+        argv=argv,
         env={},
         health=TemporalHealth(f"{LOOPBACK}:{ports.temporal}"),
         address=f"{LOOPBACK}:{ports.temporal}",
@@ -278,43 +280,71 @@ def build_components(home: Path, ports: Ports, resolve: bool = True) -> list[Com
         home=home,
     )
 
-    metrics = metrics_addresses(os.environ.get("SKYSHIFT_METRICS_ADDRESS", ""))
 
-    def python_component(
-        name: str, title: str, module: str, health: Health, address: str, listens: dict[str, int]
-    ) -> Component:
-        ready_file = home / "run" / f"{name}.ready"
-        own = {"SKYSHIFT_METRICS_ADDRESS": metrics.pop(0)} if metrics else {}
-        if isinstance(health, ProcessHealth) and health.ready_file is None:
-            # healthy once the worker says so, not after a second alive: `up` installs the
-            # firewall from the ports the stack listens on when it returns, and a worker still
-            # importing has not bound its metrics listeners yet (they stayed open to jobs)
-            health = ProcessHealth(ready_file=ready_file)
-        return Component(
-            name=name,
-            title=title,
-            argv=[sys.executable, "-m", module],
-            env={**base_env, "SKYSHIFT_READY_FILE": str(ready_file), "PYTHONUNBUFFERED": "1",
-                 **own},
-            health=health,
-            address=address,
-            listens=listens,
-            module=module,
-            timeout=60.0,
-            home=home,
-        )
+@dataclass(frozen=True)
+class PythonProcess:
+    """What differs between the stack's Python components."""
 
+    name: str
+    title: str
+    module: str
+    address: str
+    health: Health = ProcessHealth()
+    listens: dict[str, int] = field(default_factory=dict)
+
+
+def _python(home: Path, ports: Ports, spec: PythonProcess) -> Component:
+    ready_file = home / "run" / f"{spec.name}.ready"
+    env = {**stack_env(home, ports), "SKYSHIFT_READY_FILE": str(ready_file),
+           "PYTHONUNBUFFERED": "1"}  # fmt: skip
+    listens = dict(spec.listens)
+    metrics_url = ""
+    port = ports.metrics_ports().get(spec.name)
+    if port is not None:
+        env["SKYSHIFT_METRICS_ADDRESS"] = f"{LOOPBACK}:{port}"
+        listens["metrics"] = port
+        metrics_url = f"http://{LOOPBACK}:{port}/metrics"
+    health = spec.health
+    if isinstance(health, ProcessHealth) and health.ready_file is None:
+        # healthy once the worker says so, not after a second alive: `up` installs the
+        # firewall from the ports the stack listens on when it returns, and a worker still
+        # importing has not bound its metrics listeners yet (they stayed open to jobs)
+        health = ProcessHealth(ready_file=ready_file)
+    return Component(
+        name=spec.name,
+        title=spec.title,
+        argv=[sys.executable, "-m", spec.module],
+        env=env,
+        health=health,
+        address=spec.address,
+        listens=listens,
+        module=spec.module,
+        timeout=60.0,
+        home=home,
+        metrics=metrics_url,
+        # `up`'s own SKYSHIFT_METRICS_ADDRESS would give every process one port
+        env_drop=("SKYSHIFT_METRICS_ADDRESS",),
+    )
+
+
+def python_processes(ports: Ports) -> list[PythonProcess]:
     api_url = f"http://{LOOPBACK}:{ports.api}"
-    api = python_component(
-        "api", "API server", "skyshift.api",
-        HttpHealth(f"{api_url}/readyz"), api_url, {"API": ports.api},
-    )  # fmt: skip
-    control = python_component(
-        "control", "control worker", "skyshift.workers.control",
-        ProcessHealth(), f"task queues on {LOOPBACK}:{ports.temporal}", {},
-    )  # fmt: skip
-    skylets = python_component(
-        "skylet-manager", "skylet manager", "skyshift.workers.skylet_manager",
-        ProcessHealth(), f"skylet-<cluster> on {LOOPBACK}:{ports.temporal}", {},
-    )  # fmt: skip
-    return [etcd, temporal, api, control, skylets]
+    queues = f"on {LOOPBACK}:{ports.temporal}"
+    return [
+        PythonProcess("api", "API server", "skyshift.api", api_url,
+                      HttpHealth(f"{api_url}/readyz"), {"API": ports.api}),
+        PythonProcess("control", "control worker", "skyshift.workers.control",
+                      f"task queues {queues}"),
+        PythonProcess("skylet-manager", "skylet manager", "skyshift.workers.skylet_manager",
+                      f"skylet-<cluster> {queues}"),
+    ]  # fmt: skip
+
+
+def build_components(home: Path, ports: Ports, resolve: bool = True) -> list[Component]:
+    """The stack in start order (``down`` goes in reverse).
+
+    ``resolve=False`` skips looking up binaries: ``status`` and ``down`` only need names, files
+    and health checks.
+    """
+    python = [_python(home, ports, spec) for spec in python_processes(ports)]
+    return [_etcd(home, ports, resolve), _temporal(home, ports, resolve), *python]

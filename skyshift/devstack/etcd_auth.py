@@ -17,7 +17,7 @@ import secrets
 from pathlib import Path
 
 from skyshift.config import EtcdCredentials, auth_dir, etcd_password_file
-from skyshift.devstack.components import StackError
+from skyshift.devstack.errors import StackError
 from skyshift.store import StoreError, enable_auth
 
 USER = "root"  # etcd's auth needs its root user; the stack's processes log in as it

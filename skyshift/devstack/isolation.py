@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from skyshift.devstack import firewall
-from skyshift.devstack.components import LOOPBACK, Ports, metrics_addresses
+from skyshift.devstack.components import LOOPBACK, Ports
 from skyshift.devstack.local import LOCAL_CLUSTER, RUN_USER
 
 
@@ -32,13 +32,10 @@ class Isolation:
 
 
 def control_ports(ports: Ports, records: dict[str, dict[str, Any]]) -> set[int]:
-    """Every port of the stack a workload must not reach: the configured ones, the metrics
-    listeners ``SKYSHIFT_METRICS_ADDRESS`` gives the Python components (bound yet or not) and
-    whatever the stack's processes listen on, without the API's port."""
-    wanted = {ports.etcd, ports.etcd_peer, ports.temporal, ports.ui}
-    # the API's, the control worker's and the skylet manager's metrics, listening or not yet
-    for address in metrics_addresses(os.environ.get("SKYSHIFT_METRICS_ADDRESS", "")):
-        wanted.add(int(address.rpartition(":")[2]))
+    """Every port of the stack a workload must not reach: the configured ones (the metrics
+    ports of the API and the workers among them, bound yet or not) and whatever the stack's
+    processes listen on, without the API's port."""
+    wanted = set(ports.in_use())
     groups = {int(r["pid"]) for r in records.values() if isinstance(r.get("pid"), int)}
     wanted |= firewall.listening_ports(groups)
     wanted.discard(ports.api)

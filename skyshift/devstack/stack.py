@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from skyshift.config import Settings
-from skyshift.devstack import firewall, health, procs
+from skyshift.devstack import firewall, health, metrics_targets, procs
 from skyshift.devstack.components import (
     LOOPBACK,
     Component,
@@ -107,9 +107,12 @@ def resolve_ports(flags: dict[str, int | None], recorded: Ports | None) -> Ports
         if value is not None:
             chosen[name] = value
     ports = Ports(**chosen)
-    values = list(ports.as_dict().values())
+    values = ports.in_use()
     if len(set(values)) != len(values):
-        raise StackError(f"ports must all differ, got {ports.as_dict()}")
+        raise StackError(f"ports must all differ (metrics take {len(ports.metrics_ports())} from "
+                         f"--metrics-port on), got {ports.as_dict()}")
+    if values and max(values) > 65535:
+        raise StackError(f"metrics ports run past 65535 from --metrics-port {ports.metrics}")
     return ports
 
 
@@ -201,7 +204,8 @@ def _check_ports_free(component: Component) -> None:
         if health.port_open(LOOPBACK, port):
             flag = {"etcd client": "--etcd-port", "etcd peer": "--etcd-peer-port",
                     "Temporal gRPC": "--temporal-port", "Temporal UI": "--ui-port",
-                    "API": "--api-port"}.get(what, "")  # fmt: skip
+                    "API": "--api-port", "metrics": "--metrics-port (or --no-metrics)",
+                    }.get(what, "")  # fmt: skip
             hint = f"; choose another with {flag}" if flag else ""
             raise StackError(f"port {port} ({what}) is already in use by another process{hint}")
 
@@ -220,6 +224,65 @@ class UpResult:
     reused: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     urls: dict[str, str] = field(default_factory=dict)
+    #: component name -> the URL Prometheus scrapes ({} with metrics off)
+    metrics: dict[str, str] = field(default_factory=dict)
+
+
+def _reuse(component: Component, pid: int, record: dict[str, Any] | None, limit: float,
+           reporter: Reporter) -> None:
+    """Wait for a component that already runs, refusing one started with other settings."""
+    recorded_argv = (record or {}).get("argv")
+    recorded_env = (record or {}).get("env")  # absent: started by an older `up`
+    if recorded_argv and (
+        recorded_argv[1:] != component.argv[1:]
+        or (component.env and recorded_env != component.env)
+    ):
+        raise StackError(
+            f"{component.name} is running (pid {pid}) with other settings; "
+            "run `skyshift down` first"
+        )
+    reporter.begin(component, pid, True)
+    started_at = float((record or {}).get("started_at") or 0.0)
+    elapsed = _wait_healthy(component, pid, started_at, limit, reporter)
+    reporter.end(component, True, elapsed, True)
+    _after_healthy(component, reporter)
+
+
+def _start(component: Component, state: StackState, limit: float, reporter: Reporter) -> None:
+    """Start a component and wait until it is healthy; stop it again if it never is."""
+    _check_ports_free(component)
+    component.ready_file.unlink(missing_ok=True)
+    for path in component.data_dirs:
+        path.mkdir(parents=True, exist_ok=True)
+    proc = procs.spawn(
+        component.argv, component.env, component.log, cwd=state.home, drop=component.env_drop
+    )
+    started_at = time.time()
+    procs.write_pid(component.pid_file, proc.pid)
+    state.components[component.name] = {
+        "pid": proc.pid,
+        "start_ticks": procs.start_ticks(proc.pid),
+        "started_at": started_at,
+        "argv": component.argv,
+        "env": component.env,
+        "address": component.address,
+        "log": str(component.log),
+    }
+    state.save()
+    reporter.begin(component, proc.pid, False)
+    t0 = time.monotonic()
+    try:
+        elapsed = _wait_healthy(component, proc.pid, started_at, limit, reporter, proc)
+    except StackError:
+        reporter.end(component, False, time.monotonic() - t0, False)
+        procs.stop_group(proc.pid, grace=5.0)
+        proc.poll()
+        component.pid_file.unlink(missing_ok=True)
+        state.components.pop(component.name, None)
+        state.save()
+        raise
+    reporter.end(component, True, elapsed, False)
+    _after_healthy(component, reporter)
 
 
 def up(
@@ -236,7 +299,8 @@ def up(
         components = build_components(home, ports, resolve=True)
         records = dict(previous.components) if previous else {}
         state = StackState(home=home, ports=ports, components=records)
-        result = UpResult(ports=ports, urls=urls(ports, home))
+        result = UpResult(ports=ports, urls=urls(ports, home),
+                          metrics=metrics_targets.write(home, components))  # fmt: skip
         for component in components:
             record = state.components.get(component.name)
             if component.module is not None and not module_installed(component.module):
@@ -250,57 +314,11 @@ def up(
                 component.pid_file.unlink(missing_ok=True)
                 reporter.info(f"{component.name}: removed stale pid file")
             if pid is not None:
-                recorded_argv = (record or {}).get("argv")
-                recorded_env = (record or {}).get("env")  # absent: started by an older `up`
-                if recorded_argv and (
-                    recorded_argv[1:] != component.argv[1:]
-                    or (component.env and recorded_env != component.env)
-                ):
-                    raise StackError(
-                        f"{component.name} is running (pid {pid}) with other settings; "
-                        "run `skyshift down` first"
-                    )
-                reporter.begin(component, pid, True)
-                started_at = float((record or {}).get("started_at") or 0.0)
-                elapsed = _wait_healthy(component, pid, started_at, limit, reporter)
-                reporter.end(component, True, elapsed, True)
-                _after_healthy(component, reporter)
+                _reuse(component, pid, record, limit, reporter)
                 result.reused.append(component.name)
-                continue
-            _check_ports_free(component)
-            component.ready_file.unlink(missing_ok=True)
-            for path in component.data_dirs:
-                path.mkdir(parents=True, exist_ok=True)
-            proc = procs.spawn(
-                component.argv, component.env, component.log, cwd=home, drop=component.env_drop
-            )
-            started_at = time.time()
-            procs.write_pid(component.pid_file, proc.pid)
-            state.components[component.name] = {
-                "pid": proc.pid,
-                "start_ticks": procs.start_ticks(proc.pid),
-                "started_at": started_at,
-                "argv": component.argv,
-                "env": component.env,
-                "address": component.address,
-                "log": str(component.log),
-            }
-            state.save()
-            reporter.begin(component, proc.pid, False)
-            t0 = time.monotonic()
-            try:
-                elapsed = _wait_healthy(component, proc.pid, started_at, limit, reporter, proc)
-            except StackError:
-                reporter.end(component, False, time.monotonic() - t0, False)
-                procs.stop_group(proc.pid, grace=5.0)
-                proc.poll()
-                component.pid_file.unlink(missing_ok=True)
-                state.components.pop(component.name, None)
-                state.save()
-                raise
-            reporter.end(component, True, elapsed, False)
-            _after_healthy(component, reporter)
-            result.started.append(component.name)
+            else:
+                _start(component, state, limit, reporter)
+                result.started.append(component.name)
         state.save()
         return result
 
@@ -387,6 +405,7 @@ class ComponentStatus:
     address: str
     healthy: bool
     detail: str
+    metrics: str = ""  # the URL Prometheus scrapes ("" for none)
 
 
 def status(home: Path) -> list[ComponentStatus]:
@@ -402,12 +421,14 @@ def status(home: Path) -> list[ComponentStatus]:
         if pid is None:
             detail = "not installed" if not installed else "stopped"
             out.append(ComponentStatus(component.name, component.title, installed, False, None,
-                                       component.address, False, detail))  # fmt: skip
+                                       component.address, False, detail,
+                                       component.metrics))  # fmt: skip
             continue
         started_at = float((record or {}).get("started_at") or 0.0)
         result = health.check(component, started_at)
         out.append(ComponentStatus(component.name, component.title, installed, True, pid,
-                                   component.address, result.ok, result.detail))  # fmt: skip
+                                   component.address, result.ok, result.detail,
+                                   component.metrics))  # fmt: skip
     return out
 
 

@@ -18,6 +18,7 @@ from skyshift.models.job import Job
 from skyshift.models.link import Link
 from skyshift.models.namespace import Namespace
 from skyshift.models.pipeline import Pipeline
+from skyshift.models.quota import Quota
 from skyshift.models.role import Role
 from skyshift.models.schedule import Schedule
 from skyshift.models.service import Service
@@ -45,6 +46,7 @@ KINDS: tuple[KindInfo, ...] = (
     _info(Service, "service", "svc"),
     _info(Endpoints, "endpoint", "edp"),
     _info(FilterPolicy, "filterpolicy", "fp", "filterpolicys"),
+    _info(Quota, "quota", "quo"),
     _info(Link, "link"),
     _info(Namespace, "namespace", "ns"),
     _info(Role, "role"),

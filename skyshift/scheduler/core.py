@@ -22,11 +22,16 @@ Semantics:
   bound (``ClusterInfo.queue``), so it starts the next job as soon as one ends. Only what free
   capacity anywhere cannot take right now is queued (preferred cluster first, then the one with
   the fewest jobs waiting); the message says where and behind how many jobs it waits.
+* Quotas. A job whose request would take any Quota of its namespace over a hard limit (or past
+  what its cohort lends) is not placed and reserves nothing; admitted jobs are charged to their
+  namespace's quotas as the round goes, so a round never admits past a limit. Among jobs of
+  equal priority, the namespace furthest below its weighted fair share goes first.
 * Explanations. Every cluster a job did not use, or that could not take all of it, gets a reason
   in ``Decision.reasons``; ``Decision.message`` is a one-line summary.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import groupby
 
 from skyshift.scheduler.capacity import Ledger
 from skyshift.scheduler.plugins import (
@@ -36,6 +41,7 @@ from skyshift.scheduler.plugins import (
     rank,
     run_filters,
 )
+from skyshift.scheduler.quota import QuotaBook, QuotaInfo, demand, fair_order
 from skyshift.scheduler.types import ClusterInfo, Decision, FilterPolicyInfo, JobRequest
 
 MAX_GROUPS = 6  # distinct reasons spelled out in a pending job's message
@@ -51,8 +57,10 @@ def schedule_batch(
     jobs: list[JobRequest],
     clusters: list[ClusterInfo],
     policies: list[FilterPolicyInfo],
+    quotas: Sequence[QuotaInfo] = (),
 ) -> list[Decision]:
-    """Place ``jobs`` on ``clusters`` under ``policies``; one Decision per job, in input order.
+    """Place ``jobs`` on ``clusters`` under ``policies`` and ``quotas``; one Decision per job,
+    in input order.
 
     Clusters are considered in name order; if two share a name, the first one given is used.
     """
@@ -61,10 +69,40 @@ def schedule_batch(
         unique.setdefault(c.name, c)
     ordered = [unique[name] for name in sorted(unique)]
     ledger = Ledger(ordered)
+    book = QuotaBook(quotas)
     decisions: dict[int, Decision] = {}
-    for i in sorted(range(len(jobs)), key=lambda i: job_order(jobs[i])):
-        decisions[i] = place_job(jobs[i], ordered, policies, ledger)
+    for i in admission_order(jobs, book):
+        decisions[i] = admit_job(jobs[i], ordered, policies, ledger, book)
     return [decisions[i] for i in range(len(jobs))]
+
+
+def admission_order(jobs: Sequence[JobRequest], book: QuotaBook) -> Iterator[int]:
+    """Priority first; among equal priorities, with quotas, the namespace furthest below its
+    weighted share (see :mod:`skyshift.scheduler.quota`); then FIFO."""
+    ordered = sorted(range(len(jobs)), key=lambda i: job_order(jobs[i]))
+    if not book.by_ns:
+        yield from ordered
+        return
+    namespaces = [j.namespace for j in jobs]
+    for _, level in groupby(ordered, key=lambda i: jobs[i].priority):
+        yield from fair_order(list(level), namespaces, book)
+
+
+def admit_job(
+    job: JobRequest,
+    clusters: Sequence[ClusterInfo],
+    policies: Sequence[FilterPolicyInfo],
+    ledger: Ledger,
+    book: QuotaBook,
+) -> Decision:
+    """Place one job if its namespace's quotas have room for it, and charge them if placed."""
+    want = demand(job.per_replica, max(job.replicas, 0), not job.admitted)
+    if job.replicas > 0 and (why := book.blocked(job.namespace, want)) is not None:
+        return Decision(job.key, job.uid, {}, {}, f"waiting for quota: {why}")
+    decision = place_job(job, clusters, policies, ledger)
+    if decision.placed:
+        book.charge(job.namespace, want)
+    return decision
 
 
 def place_job(

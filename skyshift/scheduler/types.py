@@ -103,6 +103,7 @@ class JobRequest:
     per_replica: Resources
     filters: list[Filter] = field(default_factory=list)
     preferences: list[Preference] = field(default_factory=list)
+    admitted: bool = False  # holds replicas already (a scale-up): no quota `jobs` charged
 
 
 @dataclass

@@ -45,7 +45,9 @@ from skyshift.workers.common import (
     setup_logging,
     stop_event,
 )
+from skyshift.workers.job_phases import JobPhases
 from skyshift.workers.metrics_http import every, start_from_env
+from skyshift.workers.quota_watch import QuotaWatch
 from skyshift.workers.reconciler import Reconciler
 from skyshift.workers.rules_watch import RulesWatch
 from skyshift.workers.temporal_watch import TemporalWatch
@@ -117,18 +119,22 @@ async def serve(
     temporal_probe: float = 1.0,
 ) -> None:
     """Run the worker and the reconciler until ``stop`` is set (and, with ``metrics``, poll the
-    scheduler's queue depth for ``skyshift_scheduler_queue_depth``). ``temporal_probe``: seconds
+    scheduler's queue depth for ``skyshift_scheduler_queue_depth`` and keep ``skyshift_jobs``
+    current from a watch of the jobs). ``temporal_probe``: seconds
     between health checks of Temporal that wake the reconciler when it is back (0: none)."""
     worker = control_worker(client, store, sandbox=env_flag("SKYSHIFT_WORKFLOW_SANDBOX"))
     reconciler = Reconciler(store, client, reconcile_interval)
     rules = RulesWatch(store, lambda what: signal_scheduler(client, what))
+    quotas = QuotaWatch(store, lambda what: signal_scheduler(client, what))
     async with worker:
-        tasks = [asyncio.create_task(reconciler.run(stop)), asyncio.create_task(rules.run(stop))]
+        tasks = [asyncio.create_task(reconciler.run(stop)), asyncio.create_task(rules.run(stop)),
+                 asyncio.create_task(quotas.run(stop))]
         if temporal_probe > 0:
             watch = TemporalWatch(client, reconciler.wake, every=temporal_probe)
             tasks.append(asyncio.create_task(watch.run(stop)))
         if metrics:
             tasks.append(asyncio.create_task(every(QUEUE_POLL, stop, lambda: queue_depth(client))))
+            tasks.append(asyncio.create_task(JobPhases(store).run(stop)))
         if ready_file is not None:
             mark_ready(ready_file)
         log.info("control worker polling %s", CONTROL_QUEUE)

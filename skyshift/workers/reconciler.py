@@ -10,8 +10,8 @@ object, or one being deleted, without a running workflow for its uid.
 It is a plain asyncio task in the control worker rather than a Temporal workflow: it holds no
 state worth making durable (each pass starts from scratch), it would otherwise add history events
 on every pass, and two control workers running it side by side are harmless because every action
-is idempotent (signal-with-start, USE_EXISTING). Each pass also sets the ``skyshift_jobs`` gauge
-(jobs by phase) from the listing it reads anyway.
+is idempotent (signal-with-start, USE_EXISTING). The ``skyshift_jobs`` gauge (jobs by phase) is not
+set here but by :mod:`skyshift.workers.job_phases`, from a watch, so it follows every change.
 
 Objects created (or marked for deletion) less than ``grace`` seconds ago (``GRACE``, or twice
 the interval when that is shorter) are left to a later pass: the API is ensuring their lifecycle
@@ -32,13 +32,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
 from typing import Any
 
 from temporalio.client import Client
 
-from skyshift.contract.lifecycles import JOB, LIFECYCLES, Lifecycle
-from skyshift.metrics import set_job_phases
+from skyshift.contract.lifecycles import LIFECYCLES, Lifecycle
 from skyshift.models.registry import kind_info
 from skyshift.store import ObjectStore, list_in_pages
 from skyshift.temporal import starter
@@ -113,15 +111,11 @@ class Reconciler:
         self._now = time.time()
         self._grace_now = 0.0 if skip_grace else self.grace
         running = await self._running()
-        phases: Counter[str] = Counter()
         started = 0
         for lc in LIFECYCLES:
             for obj in await list_in_pages(self.store, kind_info(lc.kind).plural):
-                if lc is JOB:
-                    phases[str((obj.get("status") or {}).get("phase") or "Pending")] += 1
                 if self._missing(lc, obj, running):
                     started += await self._ensure(obj)
-        set_job_phases(phases)
         return started
 
     @staticmethod

@@ -45,6 +45,7 @@ class Console:
     admin_password: str
     admin: httpx.AsyncClient  # logged in as admin
     store: ObjectStore
+    lifecycle: RecordingLifecycle  # its log_text is what every job's logs say
 
 
 @contextlib.asynccontextmanager
@@ -56,17 +57,18 @@ async def serve_console(
     settings = Settings(home=home, temporal_ui_url=ui, temporal_namespace=TEMPORAL_NS)
     options = ApiOptions()
     options.watch.keepalive = 0.5
+    lifecycle = RecordingLifecycle(log_text="hello from rank 0\nstep 1/3 loss=0.41\n")
     app = create_app(
         settings,
         store=store,
-        lifecycle=RecordingLifecycle(log_text="hello from rank 0\nstep 1/3 loss=0.41\n"),
+        lifecycle=lifecycle,
         options=options,
         auth=test_auth_config(home, **auth_overrides),
     )
     async with uvicorn_server(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as c:
         password = admin_password(home)
         c.headers.update(bearer(await token_for(c, "admin", password)))
-        yield Console(url, password, c, store)
+        yield Console(url, password, c, store, lifecycle)
 
 
 @pytest_asyncio.fixture
@@ -143,6 +145,12 @@ async def seed(c: Console) -> None:
     )
 
 
+#: What a failed wait reports: which views are shown and the page's messages.
+PAGE_STATE = """return [...document.querySelectorAll(
+  'section.view:not([hidden]), #banner:not([hidden]), #login-error, #notice:not([hidden])')]
+  .map((e) => `${e.id}: ${e.textContent.replace(/\\s+/g, ' ').slice(0, 200)}`)"""
+
+
 class Page:
     """The console as a user drives it (blocking selenium calls; run them in a thread)."""
 
@@ -152,14 +160,23 @@ class Page:
         self.shots = shots
 
     def wait(self, condition: Any, what: str, timeout: float = WAIT) -> Any:
-        from selenium.common.exceptions import StaleElementReferenceException
-        from selenium.webdriver.support.ui import WebDriverWait
-
         # the tables are re-rendered on every watch event: an element found a moment ago may
         # be gone when it is read, which only means "look again"
-        return WebDriverWait(self.d, timeout, poll_frequency=0.1,
-                             ignored_exceptions=(StaleElementReferenceException,)
-                             ).until(condition, what)
+        from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        try:
+            return WebDriverWait(
+                self.d,
+                timeout,
+                poll_frequency=0.1,
+                ignored_exceptions=(StaleElementReferenceException,),
+            ).until(condition, what)
+        except TimeoutException as exc:  # say what the page's scripts complained about
+            shown = self.d.execute_script(PAGE_STATE)
+            raise AssertionError(
+                f"waited for {what}; the page shows {shown}, its console: {console_errors(self.d)}"
+            ) from exc
 
     def css(self, selector: str) -> Any:
         from selenium.webdriver.common.by import By
@@ -212,6 +229,18 @@ class Page:
         self.d.save_screenshot(str(self.shots / f"{name}.png"))
 
 
+async def add_reader(c: Console, name: str = "riley") -> httpx.AsyncClient:
+    """A user with the reader role (from an invite, as a newcomer would), logged in."""
+    r = await c.admin.post("/invite", json={"roles": ["reader"]})
+    assert r.status_code == 201, r.text
+    body = {"username": name, "password": READER_PASSWORD, "invite": r.json()["invite"]}
+    client = httpx.AsyncClient(base_url=c.url, timeout=30)
+    r = await client.post("/register_user", json=body)
+    assert r.status_code == 201, r.text
+    client.headers.update(bearer(await token_for(client, name, READER_PASSWORD)))
+    return client
+
+
 def job_row(name: str, ns: str = "default") -> str:
     return f'#jobs-table tr[data-key="{ns}/{name}"]'
 
@@ -236,8 +265,11 @@ async def test_console_shows_what_a_user_needs_live(
     # Jobs: both rows; the phase follows the watch while the page stays open.
     train = job_row("train")
     assert "Pending" in await in_thread(page.wait_text, f"{train} .phase", "Pending")
-    await in_thread(page.wait, lambda _: page.css("#live").get_attribute("data-mode") == "watch",
-                    "the live badge (watching)")
+    await in_thread(
+        page.wait,
+        lambda _: page.css("#live").get_attribute("data-mode") == "watch",
+        "the live badge (watching)",
+    )
     await set_status(
         c.store, "jobs", "train", "default", phase="Scheduled", placement={"gpu-east": 2}
     )
@@ -268,11 +300,12 @@ async def test_console_shows_what_a_user_needs_live(
     link = await in_thread(page.css(f"{train} a.temporal-link").get_attribute, "href")
     assert link == f"{TEMPORAL_UI}/namespaces/{TEMPORAL_NS}/workflows/job%2Fdefault%2Ftrain"
 
-    # Logs of a job, from GET /{ns}/jobs/{name}/logs.
-    await in_thread(page.css(f"{train} .logs-button").click)
-    await in_thread(page.wait_text, "#logs-text", "step 1/3 loss=0.41")
-    assert await in_thread(page.text_of, "#logs-title") == "default/train"
     await in_thread(page.shoot, "jobs")
+    # Logs of a job, from GET /{ns}/jobs/{name}/logs, on the job's own page.
+    await in_thread(page.css(f"{train} .logs-button").click)
+    await in_thread(page.wait_text, "#job-logs", "step 1/3 loss=0.41")
+    assert await in_thread(page.text_of, "#job-title") == "default/train"
+    await in_thread(page.tab, "jobs")
 
     # Clusters: the capacity bar shows 6 of 8 CPUs in use.
     await in_thread(page.tab, "clusters")
@@ -304,9 +337,16 @@ async def test_console_shows_what_a_user_needs_live(
         },
     )
     await set_status(
-        c.store, "services", "web", "default", phase="Ready", clusterIP="10.96.0.12",
-        reachable=[{"cluster": "gpu-east", "clusterIP": "10.96.0.12", "role": "primary"},
-                   {"cluster": "edge", "clusterIP": "10.97.0.3", "role": "linked"}],
+        c.store,
+        "services",
+        "web",
+        "default",
+        phase="Ready",
+        clusterIP="10.96.0.12",
+        reachable=[
+            {"cluster": "gpu-east", "clusterIP": "10.96.0.12", "role": "primary"},
+            {"cluster": "edge", "clusterIP": "10.97.0.3", "role": "linked"},
+        ],
     )
     await in_thread(page.tab, "services")
     svc = '#services-table tr[data-key="default/web"]'
@@ -318,15 +358,26 @@ async def test_console_shows_what_a_user_needs_live(
     await in_thread(page.shoot, "services")
 
     # Pipelines: the DAG in dependency order, each step's state, while the page is open.
-    steps = [{"name": "train", "dependsOn": ["fetch"], "retries": 2, "job": {"run": "x"}},
-             {"name": "fetch", "job": {"run": "y"}}]
-    await created(c.admin, "/default/pipelines",
-                  {"kind": "Pipeline", "metadata": {"name": "nightly-0412"},
-                   "spec": {"steps": steps}})
-    await set_status(c.store, "pipelines", "nightly-0412", "default", phase="Running",
-                     steps={"fetch": {"phase": "Succeeded", "attempts": 1},
-                            "train": {"phase": "Running", "attempts": 2,
-                                      "message": "attempt 2"}})
+    steps = [
+        {"name": "train", "dependsOn": ["fetch"], "retries": 2, "job": {"run": "x"}},
+        {"name": "fetch", "job": {"run": "y"}},
+    ]
+    await created(
+        c.admin,
+        "/default/pipelines",
+        {"kind": "Pipeline", "metadata": {"name": "nightly-0412"}, "spec": {"steps": steps}},
+    )
+    await set_status(
+        c.store,
+        "pipelines",
+        "nightly-0412",
+        "default",
+        phase="Running",
+        steps={
+            "fetch": {"phase": "Succeeded", "attempts": 1},
+            "train": {"phase": "Running", "attempts": 2, "message": "attempt 2"},
+        },
+    )
     await in_thread(page.tab, "pipelines")
     pl = '#pipelines-table tr[data-key="default/nightly-0412"]'
     await in_thread(page.wait_text, f"{pl} .dag", "attempt 2/3")
@@ -337,13 +388,29 @@ async def test_console_shows_what_a_user_needs_live(
     await in_thread(page.shoot, "pipelines")
 
     # Schedules: when, the last and next runs.
-    await created(c.admin, "/default/schedules", {
-        "kind": "Schedule", "metadata": {"name": "nightly"},
-        "spec": {"cron": "0 2 * * *", "timezone": "Europe/Paris",
-                 "pipelineTemplate": {"spec": {"steps": steps}}}})
-    await set_status(c.store, "schedules", "nightly", "default", phase="Active", runs=12,
-                     lastRun="nightly-20261124-010000",
-                     nextRunTimes=["2026-11-26T01:00:00Z"])
+    await created(
+        c.admin,
+        "/default/schedules",
+        {
+            "kind": "Schedule",
+            "metadata": {"name": "nightly"},
+            "spec": {
+                "cron": "0 2 * * *",
+                "timezone": "Europe/Paris",
+                "pipelineTemplate": {"spec": {"steps": steps}},
+            },
+        },
+    )
+    await set_status(
+        c.store,
+        "schedules",
+        "nightly",
+        "default",
+        phase="Active",
+        runs=12,
+        lastRun="nightly-20261124-010000",
+        nextRunTimes=["2026-11-26T01:00:00Z"],
+    )
     await in_thread(page.tab, "schedules")
     sc = '#schedules-table tr[data-key="default/nightly"]'
     shown = await in_thread(page.wait_text, sc, "nightly-20261124-010000")
@@ -375,12 +442,7 @@ async def test_console_shows_what_a_user_needs_live(
 
 async def test_audit_tab_is_for_admins_only(console: Console, browser: Any, tmp_path: Path) -> None:
     c = console
-    r = await c.admin.post("/invite", json={"roles": ["reader"]})
-    assert r.status_code == 201, r.text
-    body = {"username": "riley", "password": READER_PASSWORD, "invite": r.json()["invite"]}
-    async with httpx.AsyncClient(base_url=c.url) as anonymous:
-        r = await anonymous.post("/register_user", json=body)
-    assert r.status_code == 201, r.text
+    await (await add_reader(c)).aclose()
     await created(
         c.admin, "/default/jobs", {"kind": "Job", "metadata": {"name": "visible"}, "spec": {}}
     )

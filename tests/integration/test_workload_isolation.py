@@ -34,7 +34,6 @@ from skyshift.compat.local_lb_run import LB_USER
 from skyshift.devstack import firewall
 from skyshift.devstack.local import local_state_dir
 from tests.fixtures.auth import admin_password
-from tests.fixtures.ports import free_port_run
 from tests.fixtures.require import require
 from tests.fixtures.stack import DevStack, stack_up
 
@@ -48,9 +47,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     for tool in ("nft", "bash", "ss", "haproxy"):
         require(shutil.which(tool, path=f"{os.environ.get('PATH', '')}:/usr/sbin") is not None,
                 f"`{tool}` (./dev install)")
-    metrics = free_port_run(3)  # the API, then the workers on the next two ports
-    env = {"SKYSHIFT_METRICS_ADDRESS": f"127.0.0.1:{metrics}"}
-    with stack_up(tmp_path_factory.mktemp("iso-home"), extra_env=env) as devstack:
+    # metrics are on by default: the API, then the workers on the next two ports
+    with stack_up(tmp_path_factory.mktemp("iso-home")) as devstack:
         assert firewall.current_ports(devstack.home), "up installed no firewall table"
         yield devstack
     assert firewall.current_ports(devstack.home) is None, "down left the firewall table"
@@ -151,7 +149,7 @@ def stack_ports(stack: DevStack) -> dict[str, int]:
     for name in ("etcd", "etcd_peer", "temporal", "ui"):
         assert stack.ports[name] in found.values(), (name, found)
     assert len(found) > 4, found  # the dev server's internal ports too
-    metrics = int(stack.extra_env["SKYSHIFT_METRICS_ADDRESS"].rsplit(":", 1)[1])
+    metrics = stack.ports["metrics"]
     assert {metrics, metrics + 1, metrics + 2} <= set(found.values()), found  # API and workers
     return found
 

@@ -1,4 +1,4 @@
-"""Env values out of workflow payloads (activities/envs.py): names kept, values filled at submit."""
+"""Env values out of workflow payloads (temporal/envs.py): names kept, values filled at submit."""
 
 from __future__ import annotations
 

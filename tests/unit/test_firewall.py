@@ -59,14 +59,12 @@ def test_control_ports_leave_the_api_open() -> None:
     assert 5 not in isolation.control_ports(ports, {"api": {"pid": os.getpid()}})
 
 
-def test_control_ports_hold_every_metrics_port_bound_or_not(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_control_ports_hold_every_metrics_port_bound_or_not() -> None:
     # the API, the control worker and the skylet manager get port, +1, +2; a worker still
     # starting when `up` installs the table has not bound its own yet
-    monkeypatch.setenv("SKYSHIFT_METRICS_ADDRESS", "127.0.0.1:40100")
-    ports = Ports(etcd=1, etcd_peer=2, temporal=3, ui=4, api=5)
+    ports = Ports(etcd=1, etcd_peer=2, temporal=3, ui=4, api=5, metrics=40100)
     assert isolation.control_ports(ports, {}) >= {40100, 40101, 40102}
+    assert isolation.control_ports(Ports(metrics=0), {}).isdisjoint({9464, 9465, 9466})
 
 
 def test_the_rule_refuses_the_group_and_nobody_else(tmp_path: Path) -> None:
@@ -102,11 +100,16 @@ def test_each_python_component_gets_its_own_metrics_port(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from skyshift.devstack.components import build_components
 
-    monkeypatch.setenv("SKYSHIFT_METRICS_ADDRESS", "127.0.0.1:9464")
-    got = {c.name: c.env.get("SKYSHIFT_METRICS_ADDRESS")
-           for c in build_components(tmp_path, Ports(), resolve=False)}
+    # `up`'s own variable (one address) is never handed down: each process gets its own
+    monkeypatch.setenv("SKYSHIFT_METRICS_ADDRESS", "127.0.0.1:1234")
+    components = build_components(tmp_path, Ports(metrics=9464), resolve=False)
+    got = {c.name: c.env.get("SKYSHIFT_METRICS_ADDRESS") for c in components}
     assert got == {"etcd": None, "temporal": None, "api": "127.0.0.1:9464",
                    "control": "127.0.0.1:9465", "skylet-manager": "127.0.0.1:9466"}
+    for c in components[2:]:
+        assert "SKYSHIFT_METRICS_ADDRESS" in c.env_drop and c.listens["metrics"], c.name
+    off = build_components(tmp_path, Ports(metrics=0), resolve=False)
+    assert all("SKYSHIFT_METRICS_ADDRESS" not in c.env and not c.metrics for c in off)
 
 
 def test_workers_are_healthy_only_once_they_say_so(tmp_path: Path) -> None:

@@ -49,3 +49,27 @@ async def test_api_method_label_is_bounded() -> None:
         await middleware({"type": "http", "method": method}, None, send)  # type: ignore[arg-type]
     assert (count("OTHER"), count("DELETE")) == (before[0] + 3, before[1] + 1)
     assert count("FOO1") == 0 and count("X" * 100) == 0
+
+
+def test_job_phase_gauge_follows_each_watch_event() -> None:
+    from typing import Any, cast
+
+    from skyshift.store.watch import WatchEvent
+    from skyshift.workers.job_phases import JobPhases
+
+    def job(name: str, phase: str | None) -> dict[str, Any]:
+        return {"metadata": {"namespace": "ns", "name": name},
+                "status": {"phase": phase} if phase else {}}  # fmt: skip
+
+    def value(phase: str) -> float | None:
+        return REGISTRY.get_sample_value("skyshift_jobs", {"phase": phase})
+
+    phases = JobPhases(cast(Any, None))
+    phases.apply(WatchEvent("ADDED", job("a", None), 1))  # no phase yet: Pending
+    phases.apply(WatchEvent("ADDED", job("b", "Running"), 2))
+    assert value("Pending") == 1 and value("Running") == 1
+    phases.apply(WatchEvent("MODIFIED", job("a", "Running"), 3))
+    assert value("Pending") == 0 and value("Running") == 2
+    phases.apply(WatchEvent("MODIFIED", job("b", "Succeeded"), 4))
+    phases.apply(WatchEvent("DELETED", job("a", "Running"), 5))
+    assert value("Running") == 0 and value("Succeeded") == 1

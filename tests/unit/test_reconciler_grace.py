@@ -63,7 +63,6 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
 
     monkeypatch.setattr(starter, "ensure_lifecycle", ensure)
     monkeypatch.setattr(starter, "notify_deleting", deleting)
-    monkeypatch.setattr(rec, "set_job_phases", lambda _phases: None)
     return seen
 
 

@@ -88,7 +88,22 @@ export async function get(apiPath, { params = {}, text = false, signal } = {}) {
   return text ? response.text() : response.json();
 }
 
-const sleep = (ms, signal) => new Promise((resolve) => {
+/**
+ * A write to an API path (POST, PATCH, DELETE) with an optional JSON body: the decoded answer,
+ * or an ApiError carrying the API's own message (403 when the user's roles do not allow it).
+ */
+export async function send(method, apiPath, { body, contentType = "application/json" } = {}) {
+  const init = { method, headers: headers(), cache: "no-store" };
+  if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    init.headers["Content-Type"] = contentType;
+  }
+  const response = await checked(await fetch(apiUrl(apiPath), init));
+  return response.json().catch(() => null);
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+export const sleep = (ms, signal) => new Promise((resolve) => {
   const timer = setTimeout(resolve, ms);
   if (signal) signal.addEventListener("abort", () => { clearTimeout(timer); resolve(); });
 });

@@ -1,8 +1,11 @@
-// The console's controller: log in, follow clusters, jobs and services live, show logs and, for
-// those allowed to read it, the audit trail. Every call is one of the REST API's own routes.
+// The console's controller: log in, follow clusters, jobs, pipelines, schedules and services
+// live, filter them, show a job's own page and, for those allowed to read it, the audit trail.
+// Every call is one of the REST API's own routes.
 
 import { ApiError, Informer, get, login, onUnauthorized, path, session } from "./api.js";
 import { $, fillTable } from "./dom.js";
+import { initFilters, matches, offerNamespaces, resetFilters } from "./filters.js";
+import { LogFollower, renderJob } from "./jobpage.js";
 import { auditRows, clusterRows, jobRows, serviceRows } from "./views.js";
 import { pipelineRows, scheduleRows } from "./views_flow.js";
 
@@ -17,7 +20,7 @@ const state = {
   informers: [],
   modes: new Map(),
   data: EMPTY(),
-  logsOf: null,
+  job: null,  // the job page shown: { ref, obj (when not in the jobs list), follower }
   expiry: 0,
 };
 
@@ -33,42 +36,107 @@ function showLoggedOut(message = "") {
   state.informers = [];
   state.modes.clear();
   state.data = EMPTY();
-  state.logsOf = null;
+  closeJob();
   session.clear();
   // Nothing of the last user stays on the page.
+  resetFilters();
   render();
   fillTable($("#audit-table"), []);
-  $("#logs-panel").hidden = true;
-  $("#logs-text").textContent = "";
+  $("#job-logs").textContent = "";
+  $("#job-logs-state").textContent = "";
   $("#tab-audit").hidden = true;
   banner("");
+  $("#notice").hidden = true;
   $("#tabs").hidden = true;
   $("#session").hidden = true;
-  for (const tab of TABS) $(`#${tab}-view`).hidden = true;
+  $("#filters").hidden = true;
+  for (const view of VIEWS) $(`#${view}-view`).hidden = true;
   $("#login-view").hidden = false;
   $("#login-error").textContent = message;
   $("#password").value = "";
   $("#username").focus();
 }
 
-function showTab(name) {
-  const tab = TABS.includes(name) && !$(`#tab-${name}`).hidden ? name : "jobs";
+const VIEWS = [...TABS, "job"];
+
+/** Show one view; `current` is the tab marked as the one shown. */
+function showView(view, current) {
+  for (const v of VIEWS) $(`#${v}-view`).hidden = v !== view;
   for (const t of TABS) {
-    $(`#${t}-view`).hidden = t !== tab;
     const link = $(`#tab-${t}`);
-    if (t === tab) link.setAttribute("aria-current", "page");
+    if (t === current) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
+  $("#filters").hidden = !["clusters", "jobs", "pipelines", "schedules", "services"].includes(view);
+}
+
+function showTab(name) {
+  const tab = TABS.includes(name) && !$(`#tab-${name}`).hidden ? name : "jobs";
+  showView(tab, tab);
   if (tab === "audit") loadAudit();
+}
+
+const sameJob = (ref) => (job) =>
+  job.metadata.namespace === ref.namespace && job.metadata.name === ref.name;
+
+/** The job of the job page: live from the jobs list, else as last read on its own. */
+function shownJob() {
+  if (!state.job) return null;
+  return state.data.jobs.find(sameJob(state.job.ref)) || state.job.obj;
+}
+
+/** The job's phase now, for the log follower ("Deleted" once the job is gone). */
+async function phaseNow(ref) {
+  if (!state.data.jobs.some(sameJob(ref))) {
+    try {
+      state.job.obj = await get(path(ref.namespace, "jobs", ref.name));
+    } catch (error) {
+      if (error.status === 404) state.job.obj = null;
+    }
+    renderSoon();
+  }
+  const job = shownJob();
+  return job ? (job.status || {}).phase || "Pending" : "Deleted";
+}
+
+function closeJob() {
+  if (state.job) state.job.follower.stop();
+  state.job = null;
+}
+
+function showJob(ref, toLogs) {
+  const same = state.job && state.job.ref.namespace === ref.namespace && state.job.ref.name === ref.name;
+  if (!same) {
+    closeJob();
+    state.job = { ref, obj: null, follower: new LogFollower(ref, () => phaseNow(ref)) };
+    $("#job-logs").textContent = "loading…";
+    state.job.follower.start();
+  }
+  showView("job", "jobs");
+  renderJob(shownJob(), state.config, ref);
+  if (toLogs) $("#job-logs-section").scrollIntoView({ block: "start" });
+}
+
+/** The view the address asks for: a tab (#jobs) or a job's page (#job/<ns>/<name>[/logs]). */
+function route() {
+  const job = /^job\/([^/]+)\/([^/]+)(\/logs)?$/.exec(location.hash.slice(1));
+  if (job) {
+    showJob({ namespace: decodeURIComponent(job[1]), name: decodeURIComponent(job[2]) }, Boolean(job[3]));
+    return;
+  }
+  closeJob();
+  showTab(location.hash.slice(1));
 }
 
 function render() {
   const { config, data } = state;
-  fillTable($("#clusters-table"), clusterRows(data.clusters, config));
-  fillTable($("#jobs-table"), jobRows(data.jobs, config, showLogs));
-  fillTable($("#services-table"), serviceRows(data.services, config));
-  fillTable($("#pipelines-table"), pipelineRows(data.pipelines, config));
-  fillTable($("#schedules-table"), scheduleRows(data.schedules, config));
+  offerNamespaces([data.jobs, data.pipelines, data.schedules, data.services]);
+  fillTable($("#clusters-table"), clusterRows(data.clusters.filter(matches), config));
+  fillTable($("#jobs-table"), jobRows(data.jobs.filter(matches), config));
+  fillTable($("#services-table"), serviceRows(data.services.filter(matches), config));
+  fillTable($("#pipelines-table"), pipelineRows(data.pipelines.filter(matches), config));
+  fillTable($("#schedules-table"), scheduleRows(data.schedules.filter(matches), config));
+  if (state.job) renderJob(shownJob(), config, state.job.ref);
 }
 
 let pending = 0;
@@ -104,29 +172,6 @@ async function loadAudit() {
   } catch (error) {
     if (error.status !== 401) banner(`audit: ${error.message}`);
   }
-}
-
-async function loadLogs() {
-  if (!state.logsOf) return;
-  const { namespace, name } = state.logsOf;
-  const text = $("#logs-text");
-  text.textContent = "loading…";
-  try {
-    const logs = await get(path(namespace, "jobs", name, "logs"), {
-      params: { tail: 1000 }, text: true,
-    });
-    text.textContent = logs || "(no output yet)";
-  } catch (error) {
-    text.textContent = `could not get the logs: ${error.message}`;
-  }
-}
-
-function showLogs(namespace, name) {
-  state.logsOf = { namespace, name };
-  $("#logs-title").textContent = `${namespace}/${name}`;
-  $("#logs-panel").hidden = false;
-  loadLogs();
-  $("#logs-panel").scrollIntoView({ block: "nearest" });
 }
 
 /** May this user read the audit trail? Asked of the API itself (403: no). */
@@ -168,7 +213,7 @@ async function showLoggedIn() {
   follow("services", "services", "default/services");
   follow("pipelines", "pipelines", "default/pipelines");
   follow("schedules", "schedules", "default/schedules");
-  showTab(location.hash.slice(1));
+  route();
 }
 
 function init() {
@@ -190,13 +235,10 @@ function init() {
     }
   });
   $("#logout").addEventListener("click", () => showLoggedOut());
-  $("#logs-refresh").addEventListener("click", loadLogs);
-  $("#logs-close").addEventListener("click", () => {
-    state.logsOf = null;
-    $("#logs-panel").hidden = true;
-  });
   $("#audit-refresh").addEventListener("click", loadAudit);
-  window.addEventListener("hashchange", () => showTab(location.hash.slice(1)));
+  $("#notice-close").addEventListener("click", () => { $("#notice").hidden = true; });
+  initFilters(render);
+  window.addEventListener("hashchange", () => { if (state.informers.length) route(); });
   // Ages move on even when nothing changes.
   setInterval(() => { if (state.informers.length) render(); }, 10000);
   if (session.token) showLoggedIn();

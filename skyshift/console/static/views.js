@@ -1,5 +1,6 @@
 // What each tab shows, built from API objects with text nodes only (see dom.js).
 
+import { actionButtons } from "./actions.js";
 import { age, h } from "./dom.js";
 
 const PHASES = new Set([
@@ -7,12 +8,19 @@ const PHASES = new Set([
   "Running", "Succeeded", "Failed", "Active", "Terminating", "Skipped", "Cancelled", "Paused",
 ]);
 
-/** A phase as a badge; its CSS class comes from a fixed list, never from the data itself. */
-export function phaseBadge(phase) {
-  const text = phase ? String(phase) : "Unknown";
-  const cls = PHASES.has(text) ? text.toLowerCase() : "other";
-  return h("span", { class: `phase phase-${cls}` }, text);
+/** A phase's CSS class suffix, from a fixed list, never from the data itself. */
+export function phaseClass(phase) {
+  const text = String(phase || "");
+  return PHASES.has(text) ? text.toLowerCase() : "other";
 }
+
+/** A phase as a badge. */
+export function phaseBadge(phase) {
+  return h("span", { class: `phase phase-${phaseClass(phase)}` }, phase ? String(phase) : "Unknown");
+}
+
+/** The console's own address of a job's page. */
+export const jobHref = (ns, name) => `#job/${encodeURIComponent(ns)}/${encodeURIComponent(name)}`;
 
 /**
  * The Temporal UI page of a lifecycle's workflow (id `job/<ns>/<name>`, `service/<ns>/<name>`,
@@ -102,7 +110,7 @@ function why(status) {
   ];
 }
 
-export function jobRows(jobs, config, showLogs) {
+export function jobRows(jobs, config) {
   return [...jobs]
     .sort((a, b) => `${a.metadata.namespace}/${a.metadata.name}`
       .localeCompare(`${b.metadata.namespace}/${b.metadata.name}`))
@@ -111,16 +119,15 @@ export function jobRows(jobs, config, showLogs) {
       const status = job.status || {};
       return h("tr", { dataset: { key: `${namespace}/${name}` } },
         h("td", {}, namespace),
-        h("td", { class: "name" }, name),
+        h("td", { class: "name" }, h("a", { class: "job-link", href: jobHref(namespace, name) }, name)),
         h("td", { class: "phase-cell" }, phaseBadge(status.phase)),
         h("td", { class: "replicas-cell" }, replicas(status)),
         h("td", {}, String(status.restarts || 0)),
         h("td", { class: "why" }, why(status)),
         h("td", {}, age(job.metadata.creationTimestamp)),
         h("td", {}, temporalLink(config, `job/${namespace}/${name}`)),
-        h("td", {}, h("button", {
-          type: "button", class: "logs-button", onclick: () => showLogs(namespace, name),
-        }, "Logs")));
+        h("td", {}, h("a", { class: "logs-button", href: `${jobHref(namespace, name)}/logs` }, "Logs"),
+          " ", actionButtons("jobs", namespace, name, ["delete"])));
     });
 }
 

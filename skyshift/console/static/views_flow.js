@@ -1,5 +1,7 @@
 // The Pipelines and Schedules tabs, built from API objects with text nodes only (see dom.js).
 
+import { actionButtons } from "./actions.js";
+import { dagGraph } from "./dag.js";
 import { age, h } from "./dom.js";
 import { phaseBadge, temporalLink } from "./views.js";
 
@@ -44,10 +46,11 @@ export function pipelineRows(pipelines, config) {
       h("td", {}, namespace),
       h("td", { class: "name" }, name),
       h("td", { class: "phase-cell" }, phaseBadge(status.phase || "Pending")),
-      h("td", { class: "dag" }, dag(p.spec || {}, status)),
+      h("td", { class: "dag" }, dagGraph(p.spec || {}, status), dag(p.spec || {}, status)),
       h("td", { class: "message" }, status.message || ""),
       h("td", {}, age(p.metadata.creationTimestamp)),
-      h("td", {}, temporalLink(config, `pipeline/${namespace}/${name}`)));
+      h("td", {}, temporalLink(config, `pipeline/${namespace}/${name}`)),
+      h("td", {}, actionButtons("pipelines", namespace, name, ["cancel", "delete"])));
   });
 }
 
@@ -68,6 +71,8 @@ export function scheduleRows(schedules, config) {
       h("td", { class: "next", title: next || "" }, next ? next.replace("T", " ").replace("Z", " UTC") : "—"),
       h("td", { class: "runs" }, String(status.runs || 0)),
       h("td", {}, spec.overlapPolicy || "Skip"),
-      h("td", {}, temporalLink(config, `schedule/${namespace}/${name}`)));
+      h("td", {}, temporalLink(config, `schedule/${namespace}/${name}`)),
+      h("td", {}, actionButtons("schedules", namespace, name,
+        [spec.suspend ? "resume" : "pause", "trigger", "delete"])));
   });
 }
