@@ -37,11 +37,11 @@ from temporalio.worker import Worker
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._util import cpu_seconds, per_item_ms, write_result
-from skyshift.activities import starter
 from skyshift.config import Settings
-from skyshift.contract.client import connect
 from skyshift.models.meta import now_iso
 from skyshift.store import ObjectStore
+from skyshift.temporal import starter
+from skyshift.temporal.client import connect
 
 NS = "bench"
 

@@ -38,13 +38,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._floor import temporal_floor
 from bench._util import write_result
-from skyshift.contract.client import connect
 from skyshift.devstack.components import (
     SEARCH_ATTRIBUTES,
     SQLITE_PRAGMAS,
     temporal_binary,
 )
 from skyshift.devstack.sim_slurm import free_ports
+from skyshift.temporal.client import connect
 
 VARIANTS: dict[str, tuple[str, ...] | None] = {
     "file": SQLITE_PRAGMAS,

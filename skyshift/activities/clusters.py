@@ -26,8 +26,6 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from skyshift.activities.convert import counts_of, merge_counts
-from skyshift.activities.envs import filled, needs_values
 from skyshift.activities.store import update_status
 from skyshift.activities.trust import (
     check_name,
@@ -58,6 +56,8 @@ from skyshift.contract.names import SIG_CLUSTER, job_workflow_id
 from skyshift.models.meta import no_nul
 from skyshift.store import NotFound as StoreNotFound
 from skyshift.store import ObjectStore
+from skyshift.temporal.convert import counts_of, merge_counts
+from skyshift.temporal.envs import filled, needs_values
 
 log = logging.getLogger(__name__)
 SIGNAL_CONCURRENCY = 32

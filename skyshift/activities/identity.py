@@ -15,12 +15,9 @@ Cluster lets the younger one become Ready at its next check.
 
 from __future__ import annotations
 
-from typing import Any
-
 from skyshift.activities.store import update_status
+from skyshift.models.base import Obj
 from skyshift.store import ObjectStore, list_in_pages
-
-Obj = dict[str, Any]
 
 
 def _age(obj: Obj) -> tuple[str, str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from typing import Any
 
 from temporalio import activity
 
@@ -19,10 +18,9 @@ from skyshift.activities.store import uid_of, update_status
 from skyshift.activities.trust import check_host, check_port, check_ref, untrusted
 from skyshift.contract import activity_names as act
 from skyshift.contract.links import LinkRef, LinkStatusPatch, LinkView, ProbeInput, ProbeResult
+from skyshift.models.base import Obj
 from skyshift.models.meta import now_iso
 from skyshift.store import NotFound, ObjectStore
-
-Obj = dict[str, Any]
 
 
 def cluster_problem(role: str, name: str, cluster: Obj | None) -> str:

@@ -15,7 +15,6 @@ from temporalio import activity
 from temporalio.client import Client
 
 from skyshift.activities import spawn
-from skyshift.activities.pipeline_convert import step_job
 from skyshift.activities.store import uid_of, update_status
 from skyshift.activities.trust import (
     check_name,
@@ -27,6 +26,7 @@ from skyshift.activities.trust import (
 from skyshift.contract import activity_names as act
 from skyshift.contract.pipelines import (
     OWNER_UID_ANNOTATION,
+    PIPELINE_TERMINAL,
     DeleteOwnedInput,
     JobEnd,
     PipelineStatusPatch,
@@ -37,13 +37,14 @@ from skyshift.contract.pipelines import (
     StartStepInput,
     StartStepResult,
 )
+from skyshift.models.base import Obj
+from skyshift.models.job import TERMINAL_PHASES
 from skyshift.models.meta import now_iso
 from skyshift.store import NotFound, ObjectStore
 from skyshift.store.errors import AlreadyExists
+from skyshift.temporal.pipeline_convert import step_job
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
-TERMINAL = ("Succeeded", "Failed")
 
 
 def owned_by(obj: Obj, owner_uid: str) -> bool:
@@ -59,7 +60,7 @@ def job_end(obj: Obj | None, uid: str) -> JobEnd:
         return JobEnd("Gone")
     status = obj.get("status") or {}
     phase = str(status.get("phase") or "")
-    return JobEnd(phase if phase in TERMINAL else "", str(status.get("message") or ""))
+    return JobEnd(phase if phase in TERMINAL_PHASES else "", str(status.get("message") or ""))
 
 
 def apply_pipeline_patch(obj: Obj, patch: PipelineStatusPatch) -> Obj | None:
@@ -94,7 +95,7 @@ async def delete_owned(store: ObjectStore, client: Client, inp: DeleteOwnedInput
         mine = [o for o in mine if (o.get("metadata") or {}).get("name") in inp.only]
     if inp.keep >= 0:
         done = [o for o in mine
-                if (o.get("status") or {}).get("phase") in (*TERMINAL, "Cancelled")]
+                if (o.get("status") or {}).get("phase") in PIPELINE_TERMINAL]
         done.sort(key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp")))
         mine = done[: max(len(done) - inp.keep, 0)]
     count = 0

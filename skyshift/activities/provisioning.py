@@ -43,19 +43,19 @@ from skyshift.contract.provision import (
     expected_seconds,
     launch_request,
 )
+from skyshift.models.base import Obj
 from skyshift.models.cluster_provision import check_infra
+from skyshift.models.job import TERMINAL_PHASES
 from skyshift.models.quantity import parse_accelerators
 from skyshift.store import ObjectStore
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 ProvisionerFactory = Callable[[], Provisioner]
 
 _BUILTIN: dict[str, str] = {"skypilot": "skyshift.compat.skypilot_client:SkyPilotClient"}
 _REGISTRY: dict[str, ProvisionerFactory] = {}
 WRITE_EVERY = 1.0  # seconds between two progress writes
 BEAT_EVERY = 1.0  # also how soon the first progress line is written
-TERMINAL = ("Succeeded", "Failed")
 
 
 def register_provisioner(name: str, factory: ProvisionerFactory) -> None:
@@ -256,11 +256,11 @@ class ProvisioningActivities:
         count = 0
         for obj in (await self.store.list("jobs")).items:
             status = obj.get("status") or {}
-            if status.get("phase") in TERMINAL:
+            if status.get("phase") in TERMINAL_PHASES:
                 continue
             placed = int((status.get("placement") or {}).get(inp.cluster) or 0)
             counts = (status.get("replicaStatus") or {}).get(inp.cluster) or {}
-            live = sum(int(n) for s, n in counts.items() if s not in TERMINAL)
+            live = sum(int(n) for s, n in counts.items() if s not in TERMINAL_PHASES)
             # a job waiting for this cluster to grow keeps it too
             waits = f"provisioning {inp.cluster} (" in str(status.get("message") or "")
             count += max(placed, live, int(waits))

@@ -8,17 +8,15 @@ namespaces that have a Quota are read, so a super-cluster without quotas pays no
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from pydantic import ValidationError
 
+from skyshift.models.base import Obj
 from skyshift.models.job import TERMINAL_PHASES, ResourceRequest
 from skyshift.models.quantity import Resources
 from skyshift.models.quota import QuotaSpec
 from skyshift.scheduler.quota import QuotaInfo, add_into, demand
 from skyshift.store import ObjectStore
-
-Obj = dict[str, Any]
 
 
 def per_replica_of(obj: Obj) -> Resources:

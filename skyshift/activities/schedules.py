@@ -24,7 +24,6 @@ from temporalio.client import (
     ScheduleAlreadyRunningError,
     ScheduleHandle,
     ScheduleIntervalSpec,
-    ScheduleOverlapPolicy,
     SchedulePolicy,
     ScheduleSpec,
     ScheduleState,
@@ -34,8 +33,8 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from skyshift.activities import spawn, starter
-from skyshift.activities.pipelines import TERMINAL, delete_owned, owned_by
+from skyshift.activities import spawn
+from skyshift.activities.pipelines import delete_owned, owned_by
 from skyshift.activities.store import uid_of, update_status
 from skyshift.activities.trust import check_ref, check_workflow_id, untrusted
 from skyshift.contract import activity_names as act
@@ -49,6 +48,7 @@ from skyshift.contract.names import (
 from skyshift.contract.pipelines import (
     OWNER_ANNOTATION,
     OWNER_UID_ANNOTATION,
+    PIPELINE_TERMINAL,
     SCHEDULE_LABEL,
     SCHEDULED_TIME_ANNOTATION,
     DeleteOwnedInput,
@@ -62,19 +62,14 @@ from skyshift.contract.pipelines import (
     schedule_run_prefix,
 )
 from skyshift.models import rbac
+from skyshift.models.base import Obj
 from skyshift.models.schedule import OWNER_USER_ANNOTATION, parse_duration
 from skyshift.models.schedule import Schedule as ScheduleModel
 from skyshift.store import NotFound, ObjectStore
 from skyshift.store.errors import AlreadyExists
+from skyshift.temporal import starter
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
-OVERLAP = {
-    "Skip": ScheduleOverlapPolicy.SKIP, "BufferOne": ScheduleOverlapPolicy.BUFFER_ONE,
-    "BufferAll": ScheduleOverlapPolicy.BUFFER_ALL,
-    "CancelOther": ScheduleOverlapPolicy.CANCEL_OTHER,
-    "AllowAll": ScheduleOverlapPolicy.ALLOW_ALL,
-}
 PLURAL = {"Job": "jobs", "Pipeline": "pipelines"}
 
 
@@ -98,7 +93,7 @@ def temporal_schedule(model: ScheduleModel) -> Schedule:
     return Schedule(
         action=action, spec=when,
         policy=SchedulePolicy(
-            overlap=OVERLAP[spec.overlapPolicy],
+            overlap=starter.OVERLAP[spec.overlapPolicy],
             catchup_window=timedelta(seconds=parse_duration(spec.catchupWindow)),
         ),
         state=ScheduleState(paused=spec.suspend, note="skyshift: spec.suspend"),
@@ -338,7 +333,7 @@ class ScheduleActivities:
             1 for o in listed.items
             if owned_by(o, owner) and (o.get("metadata") or {}).get("name") != run
             and not (o.get("metadata") or {}).get("deletionTimestamp")
-            and (o.get("status") or {}).get("phase") not in (*TERMINAL, "Cancelled")
+            and (o.get("status") or {}).get("phase") not in PIPELINE_TERMINAL
         )
 
     @activity.defn(name=act.READ_RUN)
@@ -353,7 +348,7 @@ class ScheduleActivities:
             return ReadRunResult("Gone")
         status = obj.get("status") or {}
         phase = str(status.get("phase") or "")
-        if phase in (*TERMINAL, "Cancelled"):
+        if phase in PIPELINE_TERMINAL:
             return ReadRunResult(phase, str(status.get("message") or ""))
         return ReadRunResult()
 

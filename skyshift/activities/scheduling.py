@@ -25,7 +25,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift import failpoints
 from skyshift.activities.clusters import heartbeating
-from skyshift.activities.convert import nodes_from_status, queue_from_status
 from skyshift.activities.quotas import quota_infos
 from skyshift.activities.store import uid_of, update_status
 from skyshift.activities.trust import check_job_request, check_names, untrusted
@@ -53,6 +52,7 @@ from skyshift.contract.names import (
 )
 from skyshift.contract.provision import ScaleRequest, expected_seconds
 from skyshift.metrics import PLACEMENT_LATENCY
+from skyshift.models.base import Obj
 from skyshift.models.job import placement_labels
 from skyshift.models.quantity import Resources
 from skyshift.scheduler import schedule_batch
@@ -60,9 +60,9 @@ from skyshift.scheduler.capacity import queue_charge
 from skyshift.scheduler.growth import Growable, grow_for
 from skyshift.scheduler.types import ClusterInfo, Decision, FilterPolicyInfo, NodeInfo, QueueInfo
 from skyshift.store import NotFound, ObjectStore
+from skyshift.temporal.convert import nodes_from_status, queue_from_status
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 FOLLOW_UP_CONCURRENCY = 64
 
 

@@ -14,7 +14,6 @@ from typing import Any
 
 from temporalio import activity
 
-from skyshift.activities.service_convert import parse_service, view_of
 from skyshift.activities.store import uid_of, update_status
 from skyshift.activities.trust import check_address, check_labels, check_ref, untrusted
 from skyshift.contract import activity_names as act
@@ -26,10 +25,11 @@ from skyshift.contract.services import (
     ServiceView,
     ServiceViewInput,
 )
+from skyshift.models.base import Obj
 from skyshift.models.meta import now_iso
 from skyshift.store import AlreadyExists, NotFound, ObjectStore
+from skyshift.temporal.service_convert import parse_service, view_of
 
-Obj = dict[str, Any]
 #: annotation on an Endpoints object kept by a service: the uid of that service
 OWNER = "skyshift.io/service-uid"
 

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import copy
 import uuid
-from typing import Any
 
 from temporalio.client import Client
 
-from skyshift.activities import starter
+from skyshift.models.base import Obj
 from skyshift.models.meta import now_iso
 from skyshift.models.registry import kind_info
 from skyshift.store import NotFound, ObjectStore
-
-Obj = dict[str, Any]
+from skyshift.temporal import starter
 
 
 def new_object(manifest: Obj) -> Obj:

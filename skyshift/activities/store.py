@@ -20,7 +20,6 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from skyshift.activities.convert import cap_counts, desired_replicas, parse_job
 from skyshift.activities.trust import check_plural, check_ref, untrusted
 from skyshift.contract import activity_names as act
 from skyshift.contract.jobs import (
@@ -32,11 +31,12 @@ from skyshift.contract.jobs import (
     RemoveObjectInput,
 )
 from skyshift.contract.names import SIG_CLUSTER
+from skyshift.models.base import Obj
 from skyshift.models.meta import now_iso
 from skyshift.store import NotFound, ObjectStore
+from skyshift.temporal.convert import cap_counts, desired_replicas, parse_job
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 
 
 def uid_of(obj: Obj) -> str:

@@ -79,12 +79,12 @@ from skyshift.contract.names import (
     job_workflow_id,
 )
 from skyshift.metrics import SYNC_ROUND
+from skyshift.models.base import Obj
 from skyshift.models.meta import now_iso
 from skyshift.models.quantity import Resources
 from skyshift.store import NotFound, list_in_pages
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 LIVE = ("Pending", "Running")
 WRITE_CONCURRENCY = 32  # job count writes in flight per round
 SWEEP_GETS = 20  # jobs an orphan sweep reads one by one; more: one listing of all jobs

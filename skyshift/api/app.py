@@ -186,6 +186,7 @@ def create_app(
     _health_routes(app)
     app.include_router(auth_routes.router)
     app.include_router(console_routes.router)  # the web console: /console
+    app.include_router(console_routes.config_router, dependencies=[Depends(current_user)])
     routers = [kind_router(k) for k in API_KINDS]
     for top, _ in routers:
         app.include_router(top)

@@ -2,8 +2,8 @@
 
 The API server never drives a workflow itself; it tells the lifecycle plane that something
 happened (created, spec changed, deleting) and asks it for logs and exec. ``Lifecycle`` is that
-seam: :class:`TemporalLifecycle` forwards to ``skyshift.activities.starter`` (imported lazily, so
-the API runs before, and without, the workflows package), and tests plug in a recording double.
+seam: :class:`TemporalLifecycle` forwards to :mod:`skyshift.temporal.starter` (the Temporal front
+door, which needs neither the workflows nor the activities), and tests plug in a recording double.
 Hook failures never undo the etcd write. A notification that failed because Temporal was away is
 sent again in the background once it answers (:mod:`.lifecycle_retry`); beyond that, the control
 worker's reconciler re-ensures workflows.
@@ -12,13 +12,14 @@ worker's reconciler re-ensures workflows.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
 from skyshift.api.lifecycle_retry import Redelivery, Send, unreachable
+from skyshift.temporal import starter
+from skyshift.temporal.client import connect as temporal_connect
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +86,7 @@ class TemporalLifecycle:
         """A lifecycle that connects to Temporal at ``address`` when first needed."""
 
         async def connect() -> Any:
-            from skyshift.contract.client import connect
-
-            return await connect(address, namespace, lazy=True)
+            return await temporal_connect(address, namespace, lazy=True)
 
         return cls(connect=connect)
 
@@ -127,32 +126,30 @@ class TemporalLifecycle:
                         "left to the reconciler", what, key)
 
     async def _ensure(self, obj: dict[str, Any]) -> None:
-        workflow_id = await _starter().ensure_lifecycle(await self.client(), obj)
+        workflow_id = await starter.ensure_lifecycle(await self.client(), obj)
         log.debug("lifecycle ensured for %s: %s", _ref(obj), workflow_id)
 
     async def _spec(self, obj: dict[str, Any]) -> None:
-        await _starter().notify_spec_changed(await self.client(), obj)
+        await starter.notify_spec_changed(await self.client(), obj)
 
     async def _delete(self, obj: dict[str, Any]) -> None:
-        await _starter().notify_deleting(await self.client(), obj)
+        await starter.notify_deleting(await self.client(), obj)
 
     async def logs(self, job: dict[str, Any], tail: int | None, rank: int | None) -> str:
-        starter = _starter()
         text = await starter.fetch_logs(await self.client(), job, tail, rank)
         return str(text)
 
     async def exec(self, job: dict[str, Any], command: list[str], rank: int) -> dict[str, Any]:
-        starter = _starter()
         result = await starter.exec_in_replica(await self.client(), job, command, rank)
         return dict(result)
 
     async def trigger_schedule(self, schedule: dict[str, Any]) -> None:
-        await _starter().trigger_schedule(await self.client(), schedule)
+        await starter.trigger_schedule(await self.client(), schedule)
 
     async def backfill_schedule(
         self, schedule: dict[str, Any], start: datetime, end: datetime, overlap: str,
     ) -> None:
-        await _starter().backfill_schedule(await self.client(), schedule, start, end, overlap)
+        await starter.backfill_schedule(await self.client(), schedule, start, end, overlap)
 
     async def ready(self) -> bool:
         try:
@@ -169,11 +166,6 @@ class TemporalLifecycle:
         """Stop re-sending (the reconciler takes over); Temporal clients close with their
         runtime."""
         await self.redelivery.close()
-
-
-def _starter() -> Any:
-    """``skyshift.activities.starter``, imported on first use (it may not exist yet)."""
-    return importlib.import_module("skyshift.activities.starter")
 
 
 def _ref(obj: dict[str, Any]) -> str:

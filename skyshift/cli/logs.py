@@ -15,9 +15,9 @@ import click
 from skyshift.cli.kinds import NAME
 from skyshift.cli.state import CliState, pass_state
 from skyshift.client import SkyShiftClient
+from skyshift.contract.lifecycles import JOB
 
 FOLLOW_INTERVAL = 2.0
-ENDED = ("Succeeded", "Failed")
 
 
 def _emit(text: str) -> None:
@@ -37,7 +37,7 @@ def follow(client: SkyShiftClient, name: str, ns: str, tail: int | None,
     shown, first = "", True
     while True:
         job = client.get("jobs", name, ns)
-        ended = str((job.get("status") or {}).get("phase") or "") in ENDED
+        ended = str((job.get("status") or {}).get("phase") or "") in JOB.ended
         text = client.logs(name, ns)
         if first and tail is not None:  # --tail N -f: the last N lines, then everything new
             _emit("".join(text.splitlines(keepends=True)[-tail:] if tail else []))

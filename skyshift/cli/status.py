@@ -16,10 +16,10 @@ from skyshift.cli.render import Table, fmt_labels, fmt_ratio, format_age, parse_
 from skyshift.cli.state import CliState, pass_state
 from skyshift.cli.tables import CLUSTER_HEADERS, build_table, cluster_resources, used
 from skyshift.client import ALL_NAMESPACES
+from skyshift.contract.lifecycles import JOB
 
 HEADERS = CLUSTER_HEADERS  # the same columns as `skyctl get clusters`, used/total
 MERGED_NAME = "Merged-Cluster"
-TERMINAL = ("Succeeded", "Failed")
 
 
 def _add(into: dict[str, float], more: Mapping[str, float]) -> None:
@@ -64,7 +64,7 @@ def cluster_status_table(clusters: Sequence[Mapping[str, Any]]) -> tuple[Table, 
 
 def active_jobs(jobs: Sequence[Mapping[str, Any]], limit: int) -> list[Mapping[str, Any]]:
     """Non-finished jobs, newest first."""
-    active = [j for j in jobs if (j.get("status") or {}).get("phase") not in TERMINAL]
+    active = [j for j in jobs if (j.get("status") or {}).get("phase") not in JOB.ended]
     active.sort(key=lambda j: str((j.get("metadata") or {}).get("creationTimestamp") or ""),
                 reverse=True)
     return active[:limit]

@@ -20,13 +20,13 @@ from collections.abc import Callable, Iterable
 
 from skyshift.compat.kubernetes_objects import (
     REPLICA,
-    Obj,
     best_pod,
     deployment_placeholder,
     pod_status,
 )
 from skyshift.compat.kubernetes_watch import WatchLoop, WatchStream
 from skyshift.compat.types import ReplicaStatus
+from skyshift.models.base import Obj
 
 TOMBSTONE_TTL = 120.0  # seconds the pods of a deleted replica stay hidden at most
 TOMBSTONE_MIN = 10.0  # ... and at least (events about them may still be on their way)

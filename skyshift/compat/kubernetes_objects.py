@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any
 
 from skyshift.compat.types import (
     FAILED,
@@ -27,9 +26,8 @@ from skyshift.compat.types import (
     ReplicaSpec,
     ReplicaStatus,
 )
+from skyshift.models.base import Obj
 from skyshift.models.quantity import Resources
-
-Obj = dict[str, Any]
 
 MANAGED_BY = "skyshift.io/managed-by"
 JOB_UID = "skyshift.io/job-uid"

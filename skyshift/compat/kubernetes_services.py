@@ -26,15 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
 
 from skyshift.compat import kubernetes_objects as ko
 from skyshift.compat.errors import NotFound, Permanent, Transient
 from skyshift.compat.kubernetes_api import Conflict, KubeApi, KubeSettings
 from skyshift.compat.kubernetes_slices import KubeSlices
 from skyshift.compat.types import SERVICE_TYPES, ServicePort, ServiceSpec, ServiceStatus
+from skyshift.models.base import Obj
 
-Obj = dict[str, Any]
 SERVICE_NAME = "skyshift.io/service"
 SERVICE_UID = "skyshift.io/service-uid"
 LINKED = "skyshift.io/linked"  # on a selector-less copy on a cluster linked with the primary

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-from typing import Any
 
 from skyshift.compat import kubernetes_objects as ko
 from skyshift.compat.errors import NotFound
 from skyshift.compat.kubernetes_api import Conflict, KubeApi
 from skyshift.compat.types import ServiceSpec
+from skyshift.models.base import Obj
 
-Obj = dict[str, Any]
 MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 SKYSHIFT_MANAGER = "skyshift.io"

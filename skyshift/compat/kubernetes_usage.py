@@ -18,11 +18,10 @@ request that notices an apiserver that stopped answering while a watch is still 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from skyshift.compat.kubernetes_watch import WatchLoop, WatchStream
+from skyshift.models.base import Obj
 
-Obj = dict[str, Any]
 ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"
 Lister = Callable[[], tuple[list[Obj], str]]  # objects, resourceVersion
 Watcher = Callable[[str], WatchStream]

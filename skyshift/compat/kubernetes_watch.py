@@ -17,8 +17,9 @@ import threading
 import time
 from typing import Any, Protocol
 
+from skyshift.models.base import Obj
+
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 
 RESYNC = 300.0  # seconds between full re-lists (catches objects created while disconnected)
 

@@ -2,9 +2,11 @@
 
 The page and its files need no token (they hold no data); everything they show comes from the
 API's own routes, called with the bearer token the user gets by logging in on the page.
-``GET /console/config`` (which does need a token) tells the page where the Temporal UI is, so
-each lifecycle can link to its workflow there. Every console response carries a strict
-Content-Security-Policy: scripts only from this server, no inline script, no other origin.
+``GET /console/config`` (which does need a token: the API mounts :data:`config_router` behind its
+own authentication) tells the page where the Temporal UI is, so each lifecycle can link to its
+workflow there. Every console response carries a strict Content-Security-Policy: scripts only
+from this server, no inline script, no other origin. The console sits below the API: it imports
+nothing of it.
 """
 
 from __future__ import annotations
@@ -13,11 +15,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
 
-from skyshift.api.deps import current_user
-from skyshift.api.errors import ApiError
 from skyshift.config import Settings
 
 STATIC = Path(__file__).parent / "static"
@@ -52,6 +52,8 @@ HEADERS = {
 }
 
 router = APIRouter(prefix="/console", include_in_schema=False)
+#: routes that need a signed-in user (the API adds its authentication when it mounts them)
+config_router = APIRouter(prefix="/console", include_in_schema=False)
 
 
 def _file(name: str) -> Response:
@@ -74,7 +76,7 @@ async def console_page() -> Response:
 @router.get("/static/{name}")
 async def console_file(name: str) -> Response:
     if name not in FILES:
-        raise ApiError(404, f"no console file {name!r}")
+        raise HTTPException(404, f"no console file {name!r}")
     return _file(name)
 
 
@@ -85,7 +87,7 @@ def temporal_ui(settings: Settings) -> str:
     return url if parts.scheme in ("http", "https") and parts.netloc else ""
 
 
-@router.get("/config", dependencies=[Depends(current_user)])
+@config_router.get("/config")
 async def console_config(request: Request) -> Any:
     settings: Settings = request.app.state.settings
     return JSONResponse(

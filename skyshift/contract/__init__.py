@@ -5,7 +5,7 @@
 - payloads, one module per lifecycle: :mod:`.jobs` (jobs, clusters, the scheduler, skylets),
   :mod:`.services`, :mod:`.links`, :mod:`.pipelines` (pipelines and schedules),
   :mod:`.provision` (provisioned clusters);
-- :mod:`.client`: how a process connects to Temporal (default data converter).
+- how a process connects to Temporal (client, data converter): :mod:`skyshift.temporal`.
 
 Everything that crosses a Temporal boundary (workflow input, signal, query, activity argument or
 result) is one plain dataclass defined here, so the API, the workflows, the activities and the
@@ -15,5 +15,5 @@ a default so histories recorded with older payloads still decode (the replay tes
 tests/workflows/histories/ check this). Names are part of recorded histories too: never rename.
 
 The package sits below activities and workflows and above compat/scheduler/store (whose plain
-types some payloads carry); it does no I/O apart from :func:`.client.connect`.
+types some payloads carry); it does no I/O.
 """

@@ -1,5 +1,6 @@
 """Every name SkyShift's processes agree on through Temporal: task queues, workflow ids and
-types, signals, queries and search attributes (activity names: :mod:`.activity_names`).
+types, signals, queries and search attributes (activity names: :mod:`.activity_names`; the
+kinds with a lifecycle, their workflow types and id schemes: :mod:`.lifecycles`).
 
 A name here is part of recorded histories and of running workflows: renaming one breaks them.
 Identifiers are readable (docs/architecture.md): ``job/<ns>/<name>``, ``cluster/<name>``,
@@ -10,6 +11,8 @@ so a workflow never acts on a newer object that reuses the name.
 from __future__ import annotations
 
 from temporalio.common import SearchAttributeKey
+
+from skyshift.contract import lifecycles
 
 # ---- task queues ----------------------------------------------------------------------------
 
@@ -22,42 +25,44 @@ def skylet_queue(cluster: str) -> str:
 
 # ---- workflow types and ids -----------------------------------------------------------------
 
-WF_JOB = "JobWorkflow"
-WF_CLUSTER = "ClusterWorkflow"
+WF_JOB = lifecycles.JOB.workflow
+WF_CLUSTER = lifecycles.CLUSTER.workflow
 WF_SCHEDULER = "SchedulerWorkflow"
-WF_SERVICE = "ServiceWorkflow"
-WF_LINK = "LinkWorkflow"
-WF_PIPELINE = "PipelineWorkflow"
-WF_SCHEDULE = "ScheduleWorkflow"
+WF_SERVICE = lifecycles.SERVICE.workflow
+WF_LINK = lifecycles.LINK.workflow
+WF_PIPELINE = lifecycles.PIPELINE.workflow
+WF_SCHEDULE = lifecycles.SCHEDULE.workflow
 WF_SCHEDULED_RUN = "ScheduledRunWorkflow"
 WF_REPLICA_OP = "ReplicaOpWorkflow"
 
 SCHEDULER_ID = "scheduler"
 
+# the id of each lifecycle's workflow (the scheme is :meth:`.lifecycles.Lifecycle.workflow_id`)
+
 
 def job_workflow_id(namespace: str, name: str) -> str:
-    return f"job/{namespace}/{name}"
+    return lifecycles.JOB.workflow_id(namespace, name)
 
 
 def cluster_workflow_id(name: str) -> str:
-    return f"cluster/{name}"
+    return lifecycles.CLUSTER.workflow_id(None, name)
 
 
 def service_workflow_id(namespace: str, name: str) -> str:
-    return f"service/{namespace}/{name}"
+    return lifecycles.SERVICE.workflow_id(namespace, name)
 
 
 def link_workflow_id(name: str) -> str:
-    return f"link/{name}"
+    return lifecycles.LINK.workflow_id(None, name)
 
 
 def pipeline_workflow_id(namespace: str, name: str) -> str:
-    return f"pipeline/{namespace}/{name}"
+    return lifecycles.PIPELINE.workflow_id(namespace, name)
 
 
 def schedule_workflow_id(namespace: str, name: str) -> str:
     """Both the ScheduleWorkflow's id and the Temporal Schedule's (they do not collide)."""
-    return f"schedule/{namespace}/{name}"
+    return lifecycles.SCHEDULE.workflow_id(namespace, name)
 
 
 # ---- signals (one payload dataclass each, named in the comment) and queries -----------------
@@ -86,4 +91,6 @@ KIND = SearchAttributeKey.for_keyword("SkyShiftKind")
 NAMESPACE = SearchAttributeKey.for_keyword("SkyShiftNamespace")
 PHASE = SearchAttributeKey.for_keyword("SkyShiftPhase")
 CLUSTER = SearchAttributeKey.for_keyword("SkyShiftCluster")
+#: the attribute a lifecycle's ``scope`` names (:attr:`.lifecycles.Lifecycle.scope`)
+SCOPE = {"namespace": NAMESPACE, "cluster": CLUSTER}
 SEARCH_ATTRIBUTES = (KIND, NAMESPACE, PHASE, CLUSTER)

@@ -13,6 +13,9 @@ API_VERSION = "skyshift.io/v1"
 #: e.g. a typo or ``skyshift.io/v999``, is refused rather than read as v1.
 API_VERSIONS = (API_VERSION,)
 
+#: An object as the store keeps it and the API serves it: the plain dict of a kind's fields.
+Obj = dict[str, Any]
+
 
 class SkyObject(StrictModel):
     """Base of every kind. Subclasses narrow ``spec`` and ``status``."""

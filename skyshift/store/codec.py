@@ -14,11 +14,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
 
+from skyshift.models.base import Obj
 from skyshift.store.errors import InvalidArgument, StoreError
-
-Obj = dict[str, Any]
 
 
 def normalize_prefix(prefix: str) -> str:

@@ -25,8 +25,8 @@ import aetcd
 from aetcd import rpc
 
 from skyshift.config import EtcdCredentials
+from skyshift.models.base import Obj
 from skyshift.store.codec import (
-    Obj,
     decode,
     describe,
     encode,
@@ -128,7 +128,7 @@ class ObjectStore:
             raise StoreError("the ObjectStore is closed")
         return await self._conn.ready(self.timeout if wait is None else wait)
 
-    async def _watch_client(self) -> aetcd.Client:
+    async def watch_client(self) -> aetcd.Client:
         """The client to open a watch on. With auth, a read first proves the token is current
         (logging in again if not): etcd answers a watch made with a stale token by cancelling it,
         and the watch would only retry with the same token until it gave up."""
@@ -165,7 +165,8 @@ class ObjectStore:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.5)
 
-    async def _range(self, what: str, request: Any) -> Any:
+    async def read_range(self, what: str, request: Any) -> Any:
+        """One Range request, retried while etcd is unavailable (up to the timeout)."""
         return await self._call(
             what,
             lambda c: c.kvstub.Range(request, timeout=self.timeout, metadata=c.metadata),
@@ -195,13 +196,13 @@ class ObjectStore:
     async def revision(self) -> int:
         """etcd's current revision (also a cheap health check); Unavailable if unreachable."""
         request = rpc.RangeRequest(key=f"{self.prefix}/".encode(), count_only=True)
-        resp = await self._range("read revision", request)
+        resp = await self.read_range("read revision", request)
         return int(resp.header.revision)
 
     async def get(self, plural: str, name: str, namespace: str | None = None) -> Obj:
         ident = describe(plural, name, namespace)
         key = object_key(self.prefix, plural, name, namespace)
-        resp = await self._range(f"get {ident}", rpc.RangeRequest(key=key))
+        resp = await self.read_range(f"get {ident}", rpc.RangeRequest(key=key))
         if not resp.kvs:
             raise NotFound(f"{ident} not found")
         kv = resp.kvs[0]
@@ -382,7 +383,7 @@ class ObjectStore:
         name_ns: tuple[str, str | None],
         mutate: Callable[[Obj], Obj | None],
     ) -> Obj:
-        resp = await self._range(f"get {ident}", rpc.RangeRequest(key=key))
+        resp = await self.read_range(f"get {ident}", rpc.RangeRequest(key=key))
         if not resp.kvs:
             raise NotFound(f"{ident} not found")
         kv = resp.kvs[0]

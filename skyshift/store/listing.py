@@ -9,12 +9,13 @@ list cannot continue consistently and the caller gets :class:`Expired` (start ov
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aetcd import rpc
 
+from skyshift.models.base import Obj
+from skyshift.store.backend import RangeReader
 from skyshift.store.codec import (
-    Obj,
     decode,
     decode_continue,
     encode_continue,
@@ -25,9 +26,6 @@ from skyshift.store.codec import (
 from skyshift.store.errors import Expired
 from skyshift.store.selectors import Selector
 
-if TYPE_CHECKING:
-    from skyshift.store.etcd import ObjectStore
-
 
 @dataclass
 class ListResult:
@@ -36,8 +34,15 @@ class ListResult:
     continue_token: str | None
 
 
+class Pager(Protocol):
+    async def list(
+        self, plural: str, namespace: str | None = None, *, limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> ListResult: ...
+
+
 async def list_objects(
-    store: ObjectStore,
+    store: RangeReader,
     plural: str,
     namespace: str | None,
     selector: Selector,
@@ -65,7 +70,7 @@ async def list_objects(
             batch = min(batch, want - len(items))
         request = rpc.RangeRequest(key=start, range_end=end, limit=batch, revision=snapshot)
         try:
-            resp = await store._range(what, request)
+            resp = await store.read_range(what, request)
         except Expired as exc:
             oldest = await store.compacted_revision()
             raise Expired(
@@ -92,7 +97,7 @@ async def list_objects(
     return ListResult(items=items, resource_version=str(snapshot), continue_token=token)
 
 
-async def list_in_pages(store: ObjectStore, plural: str, page: int = 500) -> list[Obj]:
+async def list_in_pages(store: Pager, plural: str, page: int = 500) -> list[Obj]:
     """Every ``plural`` object of every namespace, read ``page`` at a time (one snapshot)."""
     items: list[Obj] = []
     token: str | None = None

@@ -14,18 +14,16 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from aetcd import rpc
 
+from skyshift.store.backend import WatchSource
 from skyshift.store.codec import decode, labels_of
 from skyshift.store.errors import Expired, StoreError, Unavailable
 from skyshift.store.etcdwatch import EtcdWatch
 from skyshift.store.selectors import Selector
 from skyshift.store.transport import translate
-
-if TYPE_CHECKING:
-    from skyshift.store.etcd import ObjectStore
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +74,7 @@ def convert(event: Any, selector: Selector, prefix: str) -> WatchEvent | None:
 
 
 async def watch_stream(
-    store: ObjectStore,
+    store: WatchSource,
     what: str,
     key: bytes,
     range_end: bytes | None,
@@ -92,7 +90,7 @@ async def watch_stream(
         err: StoreError | None = None
         watch: EtcdWatch | None = None
         try:
-            client = await store._watch_client()
+            client = await store.watch_client()
             watch = await EtcdWatch.open(client, what, key, range_end, last + 1, store.timeout)
         except Exception as exc:
             err = translate(exc, what, store.timeout)

@@ -31,6 +31,7 @@ from skyshift.config import Settings
 from skyshift.contract.names import CONTROL_QUEUE, QUERY_DEPTH, SCHEDULER_ID
 from skyshift.metrics import QUEUE_DEPTH
 from skyshift.store import ObjectStore
+from skyshift.temporal.starter import signal_scheduler
 from skyshift.workers import payload_hints
 from skyshift.workers.common import (
     cancel_and_wait,
@@ -48,7 +49,7 @@ from skyshift.workers.job_phases import JobPhases
 from skyshift.workers.metrics_http import every, start_from_env
 from skyshift.workers.quota_watch import QuotaWatch
 from skyshift.workers.reconciler import Reconciler
-from skyshift.workers.rules_watch import RulesWatch, signal_scheduler
+from skyshift.workers.rules_watch import RulesWatch
 from skyshift.workers.temporal_watch import TemporalWatch
 from skyshift.workflows.cluster import ClusterWorkflow
 from skyshift.workflows.job import JobWorkflow

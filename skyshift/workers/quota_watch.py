@@ -19,10 +19,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
 
 from skyshift.activities.quotas import namespace_usage, per_replica_of, replicas_held
 from skyshift.metrics import QUOTA_HARD, QUOTA_USED
+from skyshift.models.base import Obj
 from skyshift.store import ObjectStore
 from skyshift.store.errors import NotFound, StoreError
 from skyshift.store.watch import WatchEvent
@@ -30,7 +30,6 @@ from skyshift.workers.common import cancel_and_wait
 from skyshift.workers.rules_watch import Notify
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 
 
 def holding(obj: Obj) -> tuple[int, str]:

@@ -36,26 +36,18 @@ from typing import Any
 
 from temporalio.client import Client
 
-from skyshift.activities import starter
-from skyshift.activities.convert import parse_time
-from skyshift.contract.names import (
-    cluster_workflow_id,
-    job_workflow_id,
-    link_workflow_id,
-    pipeline_workflow_id,
-    schedule_workflow_id,
-    service_workflow_id,
-)
+from skyshift.contract.lifecycles import LIFECYCLES, Lifecycle
+from skyshift.models.registry import kind_info
 from skyshift.store import ObjectStore, list_in_pages
+from skyshift.temporal import starter
+from skyshift.temporal.convert import parse_time
 from skyshift.workers.common import cancel_and_wait
 
 log = logging.getLogger(__name__)
-TERMINAL = ("Succeeded", "Failed")
 QUERY = (
-    "SkyShiftKind IN ('Job', 'Cluster', 'Service', 'Pipeline', 'Schedule', 'Link') "
+    f"SkyShiftKind IN ({', '.join(repr(lc.kind) for lc in LIFECYCLES)}) "
     "AND ExecutionStatus = 'Running'"
 )
-PIPELINE_TERMINAL = ("Succeeded", "Failed", "Cancelled")
 #: seconds an object is left to the API after its creation or deletion mark (see the docstring)
 GRACE = 15.0
 
@@ -120,36 +112,21 @@ class Reconciler:
         self._grace_now = 0.0 if skip_grace else self.grace
         running = await self._running()
         started = 0
-        for obj in await list_in_pages(self.store, "clusters"):
-            meta = obj.get("metadata") or {}
-            if running.get(cluster_workflow_id(str(meta.get("name")))) != meta.get("uid"):
-                started += await self._ensure(obj)
-        for obj in await list_in_pages(self.store, "jobs"):
-            meta, status = obj.get("metadata") or {}, obj.get("status") or {}
-            deleting = bool(meta.get("deletionTimestamp"))
-            if status.get("phase") in TERMINAL and not deleting:
-                continue
-            wf_id = job_workflow_id(str(meta.get("namespace") or "default"), str(meta.get("name")))
-            if running.get(wf_id) != meta.get("uid"):
-                started += await self._ensure(obj)
-        # a service's, a schedule's and a link's workflow never end by themselves
-        for plural, wf_of in (("services", service_workflow_id),
-                              ("schedules", schedule_workflow_id),
-                              ("links", lambda _ns, name: link_workflow_id(name))):
-            for obj in await list_in_pages(self.store, plural):
-                meta = obj.get("metadata") or {}
-                wf_id = wf_of(str(meta.get("namespace") or "default"), str(meta.get("name")))
-                if running.get(wf_id) != meta.get("uid"):
+        for lc in LIFECYCLES:
+            for obj in await list_in_pages(self.store, kind_info(lc.kind).plural):
+                if self._missing(lc, obj, running):
                     started += await self._ensure(obj)
-        for obj in await list_in_pages(self.store, "pipelines"):
-            meta, status = obj.get("metadata") or {}, obj.get("status") or {}
-            if status.get("phase") in PIPELINE_TERMINAL and not meta.get("deletionTimestamp"):
-                continue
-            wf_id = pipeline_workflow_id(str(meta.get("namespace") or "default"),
-                                         str(meta.get("name")))
-            if running.get(wf_id) != meta.get("uid"):
-                started += await self._ensure(obj)
         return started
+
+    @staticmethod
+    def _missing(lc: Lifecycle, obj: dict[str, Any], running: dict[str, str]) -> bool:
+        """Whether ``obj`` needs its lifecycle ensured: no workflow runs for its uid, and the
+        workflow has not ended by itself (a Job or Pipeline that finished, not being deleted)."""
+        meta = obj.get("metadata") or {}
+        phase = (obj.get("status") or {}).get("phase")
+        if phase in lc.ended and not meta.get("deletionTimestamp"):
+            return False
+        return running.get(lc.object_workflow_id(obj)) != meta.get("uid")
 
     async def _ensure(self, obj: dict[str, Any]) -> int:
         if self._recent(obj):

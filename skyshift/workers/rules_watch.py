@@ -23,11 +23,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
-
-from skyshift.contract.jobs import RulesChanged
-from skyshift.contract.names import SCHEDULER_ID, SIG_RULES
 from skyshift.store import ObjectStore
 from skyshift.store.errors import StoreError
 from skyshift.store.watch import WatchEvent
@@ -65,15 +60,6 @@ class ClusterRules:
         before = self.seen.get(name)
         self.seen[name] = fp
         return before != fp
-
-
-async def signal_scheduler(client: Client, what: str) -> None:
-    """One ``rules_changed`` signal; no scheduler yet means no queued job to retry."""
-    try:
-        await client.get_workflow_handle(SCHEDULER_ID).signal(SIG_RULES, RulesChanged(what))
-    except RPCError as exc:
-        if exc.status != RPCStatusCode.NOT_FOUND:
-            raise
 
 
 class RulesWatch:

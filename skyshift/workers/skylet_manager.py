@@ -24,13 +24,12 @@ import os
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from skyshift.activities.clusters import ClusterContext
-from skyshift.activities.convert import manager_config
 from skyshift.activities.links import ProbeActivities
 from skyshift.activities.services import ServiceActivities
 from skyshift.activities.sync import SkyletWithSync, SyncConfig
@@ -46,7 +45,9 @@ from skyshift.compat.types import (
 )
 from skyshift.config import Settings
 from skyshift.contract.names import skylet_queue
+from skyshift.models.base import Obj
 from skyshift.store import InvalidSelector, ObjectStore, Selector, StoreError, parse_selector
+from skyshift.temporal.convert import manager_config
 from skyshift.workers import payload_hints
 from skyshift.workers.common import (
     clear_ready,
@@ -63,7 +64,6 @@ from skyshift.workers.metrics_http import start_from_env
 PROBES = ProbeActivities()  # stateless: one for every cluster's worker
 log = logging.getLogger(__name__)
 SELECTOR_ENV = "SKYSHIFT_SKYLET_SELECTOR"
-Obj = dict[str, Any]
 
 
 class BrokenManager:

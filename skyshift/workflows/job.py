@@ -66,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
         job_workflow_id,
         skylet_queue,
     )
+    from skyshift.models.job import TERMINAL_PHASES as TERMINAL
     from skyshift.scheduler.types import JobRequest
     from skyshift.workflows import jobstate as js
     from skyshift.workflows.common import (
@@ -86,7 +87,6 @@ with workflow.unsafe.imports_passed_through():
     from skyshift.workflows.lifecycle import StateLifecycle
     from skyshift.workflows.owner import tell_owner
 
-TERMINAL = ("Succeeded", "Failed")
 STATUS_FIRST_PATCH = "write-status-before-enqueue"
 OWNER_PATCH = "tell-owner-when-ended"
 EARLY_PLACEMENT_PATCH = "placement-before-its-enqueue"

@@ -38,15 +38,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from skyshift.activities.service_convert import (
-        choose_primary,
-        compat_spec,
-        linked_clusters,
-        linked_spec,
-        merge_addresses,
-        reached,
-        target_ports,
-    )
     from skyshift.compat.types import ServiceSpec
     from skyshift.contract import activity_names as act
     from skyshift.contract.names import (
@@ -74,6 +65,15 @@ with workflow.unsafe.imports_passed_through():
         ServiceTemplate,
         ServiceView,
         ServiceViewInput,
+    )
+    from skyshift.temporal.service_convert import (
+        choose_primary,
+        compat_spec,
+        linked_clusters,
+        linked_spec,
+        merge_addresses,
+        reached,
+        target_ports,
     )
     from skyshift.workflows.common import (
         CLUSTER,

@@ -34,10 +34,10 @@ from temporalio.client import Client
 
 from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
-from skyshift.contract.client import connect
 from skyshift.contract.jobs import replica_name
 from skyshift.contract.names import cluster_workflow_id
 from skyshift.devstack.sim_slurm import SimSlurmCluster
+from skyshift.temporal.client import connect
 from tests.fixtures.auth import admin_token
 from tests.fixtures.stack import DevStack, stack_up
 

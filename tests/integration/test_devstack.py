@@ -20,7 +20,6 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 
 from skyshift.compat import local_proc
-from skyshift.contract.client import connect
 from skyshift.devstack import procs
 from skyshift.devstack import stack as stack_mod
 from skyshift.devstack.components import (
@@ -33,6 +32,7 @@ from skyshift.devstack.components import (
     module_installed,
 )
 from skyshift.devstack.local import attach_local_cluster
+from skyshift.temporal.client import connect
 from tests.fixtures.stack import DevStack, free_ports, new_stack, require_stack_binaries
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from skyshift.activities import spawn, starter
+from skyshift.activities import spawn
+from skyshift.temporal import starter
 from tests.fixtures.temporal import LifecycleStack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]

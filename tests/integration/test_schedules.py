@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from skyshift.activities import spawn, starter
+from skyshift.activities import spawn
 from skyshift.contract.pipelines import SCHEDULE_LABEL
+from skyshift.temporal import starter
 from tests.fixtures.temporal import LifecycleStack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]

@@ -13,11 +13,12 @@ from temporalio import activity, workflow
 from temporalio.converter import DataConverter
 
 import skyshift.activities
-from skyshift.activities.convert import job_input
-from skyshift.contract import activity_names, converter, names
-from skyshift.contract.converter import DATA_CONVERTER
+from skyshift.contract import activity_names, names
 from skyshift.contract.jobs import JobConfig, JobInput
 from skyshift.devstack.components import SEARCH_ATTRIBUTES
+from skyshift.temporal import converter
+from skyshift.temporal.convert import job_input
+from skyshift.temporal.converter import DATA_CONVERTER
 from skyshift.workers.control import WORKFLOWS
 
 ROOT = Path(__file__).resolve().parents[2] / "skyshift"
@@ -112,3 +113,23 @@ def test_each_new_converter_reuses_the_process_type_adapters() -> None:
         DATA_CONVERTER._new_payload_converter().from_payloads(payload, [JobInput])
     after = converter._adapter.cache_info()
     assert after.misses == before.misses and after.hits >= before.hits + 5
+
+
+def test_every_lifecycle_has_an_input_its_workflow_and_its_readable_id() -> None:
+    """The table of lifecycles is what the starter, the reconciler and the control worker read:
+    each kind in it has an input converter and a registered workflow, and its ids keep the
+    readable schemes running workflows were started under."""
+    from skyshift.contract.lifecycles import BY_KIND, LIFECYCLES
+    from skyshift.temporal.starter import INPUTS
+    from skyshift.workers.reconciler import QUERY
+
+    registered = {workflow._Definition.must_from_class(cls).name for cls in WORKFLOWS}
+    assert set(INPUTS) == set(BY_KIND)
+    assert {lc.workflow for lc in LIFECYCLES} <= registered
+    assert all(f"'{lc.kind}'" in QUERY for lc in LIFECYCLES)
+    ids = {lc.kind: lc.object_workflow_id({"metadata": {"name": "a", "namespace": "ns"}})
+           for lc in LIFECYCLES}
+    assert ids == {"Job": "job/ns/a", "Cluster": "cluster/a", "Service": "service/ns/a",
+                   "Pipeline": "pipeline/ns/a", "Link": "link/a", "Schedule": "schedule/ns/a"}
+    assert names.job_workflow_id("ns", "a") == "job/ns/a"
+    assert names.cluster_workflow_id("a") == "cluster/a"

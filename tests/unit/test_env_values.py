@@ -1,11 +1,11 @@
-"""Env values out of workflow payloads (activities/envs.py): names kept, values filled at submit."""
+"""Env values out of workflow payloads (temporal/envs.py): names kept, values filled at submit."""
 
 from __future__ import annotations
 
-from skyshift.activities.convert import template_from_job
-from skyshift.activities.envs import IN_STORE, filled, needs_values, redact
 from skyshift.compat.types import ReplicaSpec
 from skyshift.models.job import Job
+from skyshift.temporal.convert import template_from_job
+from skyshift.temporal.envs import IN_STORE, filled, needs_values, redact
 
 
 def job(envs: dict[str, str]) -> Job:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from skyshift.activities.convert import manager_config
+from skyshift.temporal.convert import manager_config
 
 
 def cluster(spec: dict[str, object], labels: dict[str, str] | None = None) -> dict[str, object]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from skyshift.activities.convert import cap_counts, merge_counts
 from skyshift.activities.store import apply_job_patch
 from skyshift.contract.jobs import JobStatusPatch
+from skyshift.temporal.convert import cap_counts, merge_counts
 
 
 def counts(**states: int) -> dict[str, int]:

@@ -6,14 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from skyshift.activities.service_convert import (
-    linked_clusters,
-    linked_spec,
-    merge_addresses,
-    reached,
-    service_input,
-    view_of,
-)
 from skyshift.activities.service_store import apply_service_patch
 from skyshift.cli.describe import reachable_table
 from skyshift.cli.tables import service_rows
@@ -22,6 +14,14 @@ from skyshift.compat.kubernetes_slices import desired_slices
 from skyshift.compat.types import ServicePort
 from skyshift.contract.services import Reach, ServiceStatusPatch
 from skyshift.models.service import Service
+from skyshift.temporal.service_convert import (
+    linked_clusters,
+    linked_spec,
+    merge_addresses,
+    reached,
+    service_input,
+    view_of,
+)
 
 Obj = dict[str, Any]
 

@@ -8,13 +8,6 @@ from typing import Any
 
 import pytest
 
-from skyshift.activities.service_convert import (
-    choose_primary,
-    parse_service,
-    selects,
-    service_input,
-    view_of,
-)
 from skyshift.activities.service_store import (
     OWNER,
     apply_service_patch,
@@ -32,6 +25,13 @@ from skyshift.contract.services import (
 )
 from skyshift.models.endpoints import Endpoints
 from skyshift.models.service import Service
+from skyshift.temporal.service_convert import (
+    choose_primary,
+    parse_service,
+    selects,
+    service_input,
+    view_of,
+)
 
 
 def svc(**spec: Any) -> dict[str, Any]:

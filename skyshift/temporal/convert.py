@@ -13,7 +13,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from skyshift.activities.envs import redact
 from skyshift.contract.jobs import (
     REVISION,
     ClusterInput,
@@ -24,12 +23,13 @@ from skyshift.contract.jobs import (
 )
 from skyshift.contract.pipelines import OWNER_ANNOTATION
 from skyshift.contract.provision import ProvisionState, plan_of
+from skyshift.models.base import Obj
 from skyshift.models.job import Job
 from skyshift.models.meta import now_iso
 from skyshift.models.quantity import Resources
 from skyshift.scheduler.types import Expression, Filter, NodeInfo, Preference, QueueInfo
+from skyshift.temporal.envs import redact
 
-Obj = dict[str, Any]
 COUNT_STATES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 
 
@@ -94,14 +94,19 @@ def status_clusters(obj: Obj) -> list[str]:
     return sorted(names)
 
 
+def identity(obj: Obj) -> dict[str, Any]:
+    """The fields every versioned workflow input starts with: the object's namespace ("default"
+    if unset), name, uid and generation."""
+    meta = obj.get("metadata") or {}
+    return {"namespace": str(meta.get("namespace") or "default"), "name": str(meta.get("name")),
+            "uid": str(meta.get("uid") or ""), "generation": int(meta.get("generation") or 0)}
+
+
 def job_input(obj: Obj, config: JobConfig | None = None) -> JobInput:
     meta = obj.get("metadata") or {}
     template, invalid = parse_job(obj)
     return JobInput(
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(meta.get("name")),
-        uid=str(meta.get("uid") or ""),
-        generation=int(meta.get("generation") or 0),
+        **identity(obj),
         created=parse_time(meta.get("creationTimestamp")),
         template=template,
         invalid=invalid,

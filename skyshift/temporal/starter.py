@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from temporalio.client import Client, ScheduleBackfill
+from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -29,44 +29,36 @@ from temporalio.common import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from skyshift.activities.convert import cluster_input, job_input, status_clusters
-from skyshift.activities.pipeline_convert import pipeline_input
-from skyshift.activities.service_convert import service_input
 from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
 from skyshift.contract.jobs import (
     DeleteRequest,
     ReplicaOpInput,
     ReplicaOpResult,
+    RulesChanged,
     SpecChanged,
     replica_name,
 )
+from skyshift.contract.lifecycles import BY_KIND, Lifecycle, lifecycle_of
 from skyshift.contract.links import LinkInput
 from skyshift.contract.names import (
-    CLUSTER,
     CONTROL_QUEUE,
     KIND,
-    NAMESPACE,
     PHASE,
+    SCHEDULER_ID,
+    SCOPE,
     SIG_DELETE,
     SIG_ENSURE,
+    SIG_RULES,
     SIG_SPEC,
-    WF_CLUSTER,
-    WF_JOB,
-    WF_LINK,
-    WF_PIPELINE,
     WF_REPLICA_OP,
-    WF_SCHEDULE,
-    WF_SERVICE,
-    cluster_workflow_id,
-    job_workflow_id,
-    link_workflow_id,
-    pipeline_workflow_id,
     schedule_workflow_id,
-    service_workflow_id,
 )
 from skyshift.contract.pipelines import ScheduleInput
+from skyshift.models.base import Obj
+from skyshift.temporal.convert import cluster_input, job_input, status_clusters
+from skyshift.temporal.pipeline_convert import pipeline_input
+from skyshift.temporal.service_convert import service_input
 
-Obj = dict[str, Any]
 OP_TIMEOUT = timedelta(seconds=120)
 
 
@@ -79,51 +71,31 @@ async def _signal_with_start(
 ) -> str:
     """``inp``: the workflow input when the caller already converted ``obj`` (the ensure signal
     of Jobs and Services carries it too): converted once, not once per use."""
-    kind, meta = obj.get("kind"), _meta(obj)
-    phase = str((obj.get("status") or {}).get("phase") or "")
-    if kind == "Job":
-        inp = inp or job_input(obj)
-        wf_id, wf_type = job_workflow_id(inp.namespace, inp.name), WF_JOB
-        attrs = [SearchAttributePair(KIND, "Job"), SearchAttributePair(NAMESPACE, inp.namespace),
-                 SearchAttributePair(PHASE, phase or "Pending")]
-    elif kind == "Cluster":
-        inp = cluster_input(obj)
-        wf_id, wf_type = cluster_workflow_id(inp.name), WF_CLUSTER
-        attrs = [SearchAttributePair(KIND, "Cluster"), SearchAttributePair(CLUSTER, inp.name),
-                 SearchAttributePair(PHASE, phase or "Init")]
-    elif kind == "Service":
-        inp = inp or service_input(obj)
-        wf_id, wf_type = service_workflow_id(inp.namespace, inp.name), WF_SERVICE
-        attrs = [SearchAttributePair(KIND, "Service"),
-                 SearchAttributePair(NAMESPACE, inp.namespace),
-                 SearchAttributePair(PHASE, phase or "Pending")]
-    elif kind == "Pipeline":
-        inp = inp or pipeline_input(obj)
-        wf_id, wf_type = pipeline_workflow_id(inp.namespace, inp.name), WF_PIPELINE
-        attrs = [SearchAttributePair(KIND, "Pipeline"),
-                 SearchAttributePair(NAMESPACE, inp.namespace),
-                 SearchAttributePair(PHASE, phase or "Pending")]
-    elif kind == "Link":
-        inp = inp or link_input(obj)
-        wf_id, wf_type = link_workflow_id(inp.name), WF_LINK
-        attrs = [SearchAttributePair(KIND, "Link"),
-                 SearchAttributePair(PHASE, phase or "Init")]
-    elif kind == "Schedule":
-        inp = inp or schedule_input(obj)
-        wf_id, wf_type = schedule_workflow_id(inp.namespace, inp.name), WF_SCHEDULE
-        attrs = [SearchAttributePair(KIND, "Schedule"),
-                 SearchAttributePair(NAMESPACE, inp.namespace)]
-    else:
-        raise ValueError(f"{kind} has no lifecycle workflow")
+    lc = lifecycle_of(obj.get("kind"))
+    inp = inp or INPUTS[lc.kind](obj)
+    wf_id = lc.workflow_id(getattr(inp, "namespace", None), inp.name)
     await client.start_workflow(
-        wf_type, inp, id=wf_id, task_queue=CONTROL_QUEUE,
+        lc.workflow, inp, id=wf_id, task_queue=CONTROL_QUEUE,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-        memo={"uid": meta.get("uid") or ""},
-        search_attributes=TypedSearchAttributes(attrs),
+        memo={"uid": _meta(obj).get("uid") or ""},
+        search_attributes=TypedSearchAttributes(_attributes(lc, obj, inp)),
         start_signal=signal, start_signal_args=[payload],
     )
     return wf_id
+
+
+def _attributes(lc: Lifecycle, obj: Obj, inp: Any) -> list[SearchAttributePair[str]]:
+    """The search attributes a lifecycle's workflow starts with: its kind, its scope (the
+    namespace, or the cluster's name) and its phase (the stored one, or the first)."""
+    attrs = [SearchAttributePair(KIND, lc.kind)]
+    if lc.scope is not None:
+        value = inp.namespace if lc.scope == "namespace" else inp.name
+        attrs.append(SearchAttributePair(SCOPE[lc.scope], value))
+    if lc.first_phase is not None:
+        phase = str((obj.get("status") or {}).get("phase") or "")
+        attrs.append(SearchAttributePair(PHASE, phase or lc.first_phase))
+    return attrs
 
 
 def link_input(obj: Obj) -> LinkInput:
@@ -140,16 +112,22 @@ def schedule_input(obj: Obj) -> ScheduleInput:
     )
 
 
-#: kinds whose workflows take their input as the ``ensure`` signal (newer object, deletion)
-_ENSURED: dict[str, Callable[[Obj], Any]] = {
-    "Job": job_input, "Service": service_input, "Pipeline": pipeline_input,
-    "Schedule": schedule_input, "Link": link_input,
+#: how each lifecycle's workflow input is built from the stored object
+INPUTS: dict[str, Callable[[Obj], Any]] = {
+    "Job": job_input, "Cluster": cluster_input, "Service": service_input,
+    "Pipeline": pipeline_input, "Schedule": schedule_input, "Link": link_input,
 }
+
+
+def _ensured(obj: Obj) -> Callable[[Obj], Any] | None:
+    """The input converter of ``obj``'s kind if its workflow takes the ``ensure`` signal."""
+    lc = BY_KIND.get(str(obj.get("kind")))
+    return INPUTS[lc.kind] if lc is not None and lc.ensured else None
 
 
 async def ensure_lifecycle(client: Client, obj: Obj) -> str:
     """Make sure the object's workflow runs (start it, or attach to the running one)."""
-    convert = _ENSURED.get(str(obj.get("kind")))
+    convert = _ensured(obj)
     if convert is not None:
         inp: Any = convert(obj)
         return await _signal_with_start(client, obj, SIG_ENSURE, inp, inp)
@@ -162,7 +140,7 @@ async def notify_spec_changed(client: Client, obj: Obj) -> None:
 
 async def notify_deleting(client: Client, obj: Obj) -> None:
     """deletionTimestamp is set: tear down everywhere, then remove the object."""
-    convert = _ENSURED.get(str(obj.get("kind")))
+    convert = _ensured(obj)
     if convert is not None:
         inp: Any = convert(obj)
         await _signal_with_start(client, obj, SIG_ENSURE, inp, inp)
@@ -172,6 +150,15 @@ async def notify_deleting(client: Client, obj: Obj) -> None:
 
 def _generation(obj: Obj) -> int:
     return int(_meta(obj).get("generation") or 0)
+
+
+async def signal_scheduler(client: Client, what: str) -> None:
+    """One ``rules_changed`` signal; no scheduler yet means no queued job to retry."""
+    try:
+        await client.get_workflow_handle(SCHEDULER_ID).signal(SIG_RULES, RulesChanged(what))
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
 
 
 async def _run_op(client: Client, job: Obj, inp: ReplicaOpInput) -> ReplicaOpResult:
@@ -231,6 +218,15 @@ async def exec_in_replica(
 # ---- schedules: actions on the Temporal Schedule itself ----------------------------------------
 
 
+#: the Schedule spec's ``overlapPolicy`` values and Temporal's policies
+OVERLAP = {
+    "Skip": ScheduleOverlapPolicy.SKIP, "BufferOne": ScheduleOverlapPolicy.BUFFER_ONE,
+    "BufferAll": ScheduleOverlapPolicy.BUFFER_ALL,
+    "CancelOther": ScheduleOverlapPolicy.CANCEL_OTHER,
+    "AllowAll": ScheduleOverlapPolicy.ALLOW_ALL,
+}
+
+
 def _schedule_handle(client: Client, obj: Obj) -> Any:
     meta = _meta(obj)
     return client.get_schedule_handle(
@@ -250,8 +246,6 @@ async def backfill_schedule(client: Client, obj: Obj, start: datetime, end: date
                             overlap: str) -> None:
     """Run every time the schedule would have fired from ``start`` to ``end``, both included
     (``overlap``: a policy name)."""
-    from skyshift.activities.schedules import OVERLAP
-
     try:
         await _schedule_handle(client, obj).backfill(
             ScheduleBackfill(start_at=start, end_at=end, overlap=OVERLAP[overlap])

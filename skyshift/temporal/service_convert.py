@@ -8,16 +8,14 @@ cluster is the primary one.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import ValidationError
 
-from skyshift.activities.convert import validation_summary
 from skyshift.compat.types import ServicePort, ServiceSpec
 from skyshift.contract.services import ServiceConfig, ServiceInput, ServiceTemplate, ServiceView
+from skyshift.models.base import Obj
+from skyshift.models.job import TERMINAL_PHASES
 from skyshift.models.service import Service
-
-Obj = dict[str, Any]
+from skyshift.temporal.convert import identity, validation_summary
 
 
 def parse_service(obj: Obj) -> tuple[ServiceTemplate | None, str]:
@@ -41,10 +39,7 @@ def service_input(obj: Obj, config: ServiceConfig | None = None) -> ServiceInput
     meta = obj.get("metadata") or {}
     template, invalid = parse_service(obj)
     return ServiceInput(
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(meta.get("name")),
-        uid=str(meta.get("uid") or ""),
-        generation=int(meta.get("generation") or 0),
+        **identity(obj),
         template=template,
         invalid=invalid,
         deleting=bool(meta.get("deletionTimestamp")),
@@ -132,7 +127,7 @@ def view_of(jobs: list[Obj], clusters: list[Obj], selector: dict[str, str],
         meta, status = job.get("metadata") or {}, job.get("status") or {}
         if meta.get("deletionTimestamp") or not selects(selector, meta.get("labels") or {}):
             continue
-        if status.get("phase") in ("Succeeded", "Failed"):
+        if status.get("phase") in TERMINAL_PHASES:
             continue
         view.jobs += 1
         for cluster, n in (status.get("placement") or {}).items():

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import ValidationError
 
-from skyshift.activities.convert import validation_summary
 from skyshift.contract.pipelines import (
     OWNER_ANNOTATION,
     OWNER_UID_ANNOTATION,
@@ -15,10 +12,10 @@ from skyshift.contract.pipelines import (
     PipelineInput,
     StepDef,
 )
+from skyshift.models.base import Obj
 from skyshift.models.params import render_template
 from skyshift.models.pipeline import Pipeline, step_job_name
-
-Obj = dict[str, Any]
+from skyshift.temporal.convert import validation_summary
 
 
 def pipeline_input(obj: Obj) -> PipelineInput:
