@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._util import write_result
 from bench.lifecycle import NS, Bench, Minimal, noop, spawn, stack_pids, stop_replicas
 from skyshift.config import Settings
-from skyshift.contract.client import connect
 from skyshift.contract.names import SCHEDULER_ID
 from skyshift.store import ObjectStore
+from skyshift.temporal.client import connect
 
 KINDS = {
     "workflow_tasks": EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
