@@ -16,7 +16,7 @@ import uuid
 from temporalio.worker import Worker
 
 from bench.lifecycle import Minimal, noop
-from skyshift.temporal.client import connect
+from skyshift.lifecycle.client import connect
 
 
 async def temporal_floor(address: str, n: int, concurrency: int) -> float:

@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._util import cpu_seconds, per_item_ms, write_result
 from skyshift.config import Settings
+from skyshift.lifecycle import starter
+from skyshift.lifecycle.client import connect
 from skyshift.models.meta import now_iso
 from skyshift.store import ObjectStore
-from skyshift.temporal import starter
-from skyshift.temporal.client import connect
 
 NS = "bench"
 

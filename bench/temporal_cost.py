@@ -34,8 +34,8 @@ from bench._util import write_result
 from bench.lifecycle import NS, Bench, Minimal, noop, spawn, stack_pids, stop_replicas
 from skyshift.config import Settings
 from skyshift.contract.names import SCHEDULER_ID
+from skyshift.lifecycle.client import connect
 from skyshift.store import ObjectStore
-from skyshift.temporal.client import connect
 
 KINDS = {
     "workflow_tasks": EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,

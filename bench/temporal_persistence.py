@@ -44,7 +44,7 @@ from skyshift.devstack.components import (
     temporal_binary,
 )
 from skyshift.devstack.sim_slurm import free_ports
-from skyshift.temporal.client import connect
+from skyshift.lifecycle.client import connect
 
 VARIANTS: dict[str, tuple[str, ...] | None] = {
     "file": SQLITE_PRAGMAS,

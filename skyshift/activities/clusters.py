@@ -53,11 +53,11 @@ from skyshift.contract.jobs import (
     TeardownResult,
 )
 from skyshift.contract.names import SIG_CLUSTER, job_workflow_id
+from skyshift.lifecycle.convert import counts_of, merge_counts
+from skyshift.lifecycle.envs import filled, needs_values
 from skyshift.models.meta import no_nul
 from skyshift.store import NotFound as StoreNotFound
 from skyshift.store import ObjectStore
-from skyshift.temporal.convert import counts_of, merge_counts
-from skyshift.temporal.envs import filled, needs_values
 
 log = logging.getLogger(__name__)
 SIGNAL_CONCURRENCY = 32

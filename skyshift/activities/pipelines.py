@@ -37,12 +37,12 @@ from skyshift.contract.pipelines import (
     StartStepInput,
     StartStepResult,
 )
+from skyshift.lifecycle.pipeline_convert import step_job
 from skyshift.models.base import Obj
 from skyshift.models.job import TERMINAL_PHASES
 from skyshift.models.meta import now_iso
 from skyshift.store import NotFound, ObjectStore
 from skyshift.store.errors import AlreadyExists
-from skyshift.temporal.pipeline_convert import step_job
 
 log = logging.getLogger(__name__)
 

@@ -61,13 +61,13 @@ from skyshift.contract.pipelines import (
     SyncScheduleResult,
     schedule_run_prefix,
 )
+from skyshift.lifecycle import starter
 from skyshift.models import rbac
 from skyshift.models.base import Obj
 from skyshift.models.schedule import OWNER_USER_ANNOTATION, parse_duration
 from skyshift.models.schedule import Schedule as ScheduleModel
 from skyshift.store import NotFound, ObjectStore
 from skyshift.store.errors import AlreadyExists
-from skyshift.temporal import starter
 
 log = logging.getLogger(__name__)
 PLURAL = {"Job": "jobs", "Pipeline": "pipelines"}

@@ -51,6 +51,7 @@ from skyshift.contract.names import (
     cluster_workflow_id,
 )
 from skyshift.contract.provision import ScaleRequest, expected_seconds
+from skyshift.lifecycle.convert import nodes_from_status, queue_from_status
 from skyshift.metrics import PLACEMENT_LATENCY
 from skyshift.models.base import Obj
 from skyshift.models.job import placement_labels
@@ -60,7 +61,6 @@ from skyshift.scheduler.capacity import queue_charge
 from skyshift.scheduler.growth import Growable, grow_for
 from skyshift.scheduler.types import ClusterInfo, Decision, FilterPolicyInfo, NodeInfo, QueueInfo
 from skyshift.store import NotFound, ObjectStore
-from skyshift.temporal.convert import nodes_from_status, queue_from_status
 
 log = logging.getLogger(__name__)
 FOLLOW_UP_CONCURRENCY = 64

@@ -25,10 +25,10 @@ from skyshift.contract.services import (
     ServiceView,
     ServiceViewInput,
 )
+from skyshift.lifecycle.service_convert import parse_service, view_of
 from skyshift.models.base import Obj
 from skyshift.models.meta import now_iso
 from skyshift.store import AlreadyExists, NotFound, ObjectStore
-from skyshift.temporal.service_convert import parse_service, view_of
 
 #: annotation on an Endpoints object kept by a service: the uid of that service
 OWNER = "skyshift.io/service-uid"

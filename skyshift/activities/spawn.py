@@ -12,11 +12,11 @@ import uuid
 
 from temporalio.client import Client
 
+from skyshift.lifecycle import starter
 from skyshift.models.base import Obj
 from skyshift.models.meta import now_iso
 from skyshift.models.registry import kind_info
 from skyshift.store import NotFound, ObjectStore
-from skyshift.temporal import starter
 
 
 def new_object(manifest: Obj) -> Obj:

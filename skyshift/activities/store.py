@@ -31,10 +31,10 @@ from skyshift.contract.jobs import (
     RemoveObjectInput,
 )
 from skyshift.contract.names import SIG_CLUSTER
+from skyshift.lifecycle.convert import cap_counts, desired_replicas, parse_job
 from skyshift.models.base import Obj
 from skyshift.models.meta import now_iso
 from skyshift.store import NotFound, ObjectStore
-from skyshift.temporal.convert import cap_counts, desired_replicas, parse_job
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 The API server never drives a workflow itself; it tells the lifecycle plane that something
 happened (created, spec changed, deleting) and asks it for logs and exec. ``Lifecycle`` is that
-seam: :class:`TemporalLifecycle` forwards to :mod:`skyshift.temporal.starter` (the Temporal front
+seam: :class:`TemporalLifecycle` forwards to :mod:`skyshift.lifecycle.starter` (the Temporal front
 door, which needs neither the workflows nor the activities), and tests plug in a recording double.
 Hook failures never undo the etcd write. A notification that failed because Temporal was away is
 sent again in the background once it answers (:mod:`.lifecycle_retry`); beyond that, the control
@@ -18,8 +18,8 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
 from skyshift.api.lifecycle_retry import Redelivery, Send, unreachable
-from skyshift.temporal import starter
-from skyshift.temporal.client import connect as temporal_connect
+from skyshift.lifecycle import starter
+from skyshift.lifecycle.client import connect as temporal_connect
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@
 - payloads, one module per lifecycle: :mod:`.jobs` (jobs, clusters, the scheduler, skylets),
   :mod:`.services`, :mod:`.links`, :mod:`.pipelines` (pipelines and schedules),
   :mod:`.provision` (provisioned clusters);
-- how a process connects to Temporal (client, data converter): :mod:`skyshift.temporal`.
+- how a process connects to Temporal (client, data converter): :mod:`skyshift.lifecycle`.
 
 Everything that crosses a Temporal boundary (workflow input, signal, query, activity argument or
 result) is one plain dataclass defined here, so the API, the workflows, the activities and the

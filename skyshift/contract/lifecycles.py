@@ -2,7 +2,7 @@
 
 Each row says which workflow runs an object of the kind, under which id, how it is given its
 input, which search attributes it starts with and in which phases it has ended by itself. The
-starter (:mod:`skyshift.temporal.starter`), the control worker's reconciler and workflow list,
+starter (:mod:`skyshift.lifecycle.starter`), the control worker's reconciler and workflow list,
 and the CLI read it instead of listing the kinds again. Pure data (no Temporal import), so the
 CLI reads it without loading the SDK. Workflow names and ids are in recorded histories and
 running workflows: never change one (:mod:`.names` re-exports them under their old names).

@@ -59,7 +59,7 @@ def check_http(health: HttpHealth) -> HealthResult:
 async def _temporal_search_attributes(health: TemporalHealth) -> set[str]:
     from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 
-    from skyshift.temporal.client import connect
+    from skyshift.lifecycle.client import connect
 
     client = await connect(health.address, health.namespace)
     resp = await client.operator_service.list_search_attributes(

@@ -21,8 +21,8 @@ from temporalio.client import Client
 from temporalio.runtime import Runtime
 
 from skyshift.config import Settings
+from skyshift.lifecycle.client import connect
 from skyshift.store import ObjectStore, StoreError
-from skyshift.temporal.client import connect
 
 log = logging.getLogger(__name__)
 

@@ -29,9 +29,9 @@ from skyshift.activities.service_store import ServiceStoreActivities
 from skyshift.activities.store import StoreActivities
 from skyshift.config import Settings
 from skyshift.contract.names import CONTROL_QUEUE, QUERY_DEPTH, SCHEDULER_ID
+from skyshift.lifecycle.starter import signal_scheduler
 from skyshift.metrics import QUEUE_DEPTH
 from skyshift.store import ObjectStore
-from skyshift.temporal.starter import signal_scheduler
 from skyshift.workers import payload_hints
 from skyshift.workers.common import (
     cancel_and_wait,

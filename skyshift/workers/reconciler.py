@@ -37,10 +37,10 @@ from typing import Any
 from temporalio.client import Client
 
 from skyshift.contract.lifecycles import LIFECYCLES, Lifecycle
+from skyshift.lifecycle import starter
+from skyshift.lifecycle.convert import parse_time
 from skyshift.models.registry import kind_info
 from skyshift.store import ObjectStore, list_in_pages
-from skyshift.temporal import starter
-from skyshift.temporal.convert import parse_time
 from skyshift.workers.common import cancel_and_wait
 
 log = logging.getLogger(__name__)

@@ -45,9 +45,9 @@ from skyshift.compat.types import (
 )
 from skyshift.config import Settings
 from skyshift.contract.names import skylet_queue
+from skyshift.lifecycle.convert import manager_config
 from skyshift.models.base import Obj
 from skyshift.store import InvalidSelector, ObjectStore, Selector, StoreError, parse_selector
-from skyshift.temporal.convert import manager_config
 from skyshift.workers import payload_hints
 from skyshift.workers.common import (
     clear_ready,

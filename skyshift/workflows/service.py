@@ -66,7 +66,7 @@ with workflow.unsafe.imports_passed_through():
         ServiceView,
         ServiceViewInput,
     )
-    from skyshift.temporal.service_convert import (
+    from skyshift.lifecycle.service_convert import (
         choose_primary,
         compat_spec,
         linked_clusters,

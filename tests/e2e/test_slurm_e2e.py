@@ -37,7 +37,7 @@ from skyshift.client.errors import ApiError
 from skyshift.contract.jobs import replica_name
 from skyshift.contract.names import cluster_workflow_id
 from skyshift.devstack.sim_slurm import SimSlurmCluster
-from skyshift.temporal.client import connect
+from skyshift.lifecycle.client import connect
 from tests.fixtures.auth import admin_token
 from tests.fixtures.stack import DevStack, stack_up
 

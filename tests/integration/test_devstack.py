@@ -32,7 +32,7 @@ from skyshift.devstack.components import (
     module_installed,
 )
 from skyshift.devstack.local import attach_local_cluster
-from skyshift.temporal.client import connect
+from skyshift.lifecycle.client import connect
 from tests.fixtures.stack import DevStack, free_ports, new_stack, require_stack_binaries
 
 pytestmark = pytest.mark.integration

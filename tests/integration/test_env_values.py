@@ -62,7 +62,7 @@ async def test_submit_reads_values_of_this_job_only(store: Any) -> None:
     from skyshift.activities.clusters import with_env_values
     from skyshift.compat.types import ReplicaSpec
     from skyshift.contract.jobs import JobRef
-    from skyshift.temporal.envs import redact
+    from skyshift.lifecycle.envs import redact
 
     await store.create("jobs", {
         "apiVersion": "skyshift.io/v1", "kind": "Job",

@@ -16,7 +16,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from skyshift.temporal.converter import DATA_CONVERTER
+from skyshift.lifecycle.converter import DATA_CONVERTER
 from skyshift.workers.control import WORKFLOWS
 from tests.fixtures.temporal import LifecycleStack
 

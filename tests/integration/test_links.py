@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 
 from skyshift.activities import spawn
-from skyshift.temporal import starter
+from skyshift.lifecycle import starter
 from tests.fixtures.temporal import LifecycleStack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]

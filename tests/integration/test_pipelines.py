@@ -150,7 +150,7 @@ async def test_cancel_then_delete_removes_every_job(lifecycle_stack: LifecycleSt
         o["metadata"]["generation"] += 1
         return o
 
-    from skyshift.temporal import starter
+    from skyshift.lifecycle import starter
 
     obj = await s.store.guaranteed_update("pipelines", "cnl", "default", cancel)
     await starter.notify_spec_changed(s.client, obj)

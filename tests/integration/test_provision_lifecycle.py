@@ -25,9 +25,9 @@ import pytest_asyncio
 from skyshift.activities import provisioning
 from skyshift.compat import base as compat_base
 from skyshift.contract.provision import BACKOFF_ENV, MINUTE_ENV, sky_name
+from skyshift.lifecycle import starter
+from skyshift.lifecycle.converter import DATA_CONVERTER
 from skyshift.models.cluster import Cluster
-from skyshift.temporal import starter
-from skyshift.temporal.converter import DATA_CONVERTER
 from tests.fixtures.temporal import LifecycleStack, _now
 from tests.integration.provision_fake import STATE_ENV, FileProvisioner, local_for
 

@@ -13,7 +13,7 @@ import pytest
 
 from skyshift.activities import spawn
 from skyshift.contract.pipelines import SCHEDULE_LABEL
-from skyshift.temporal import starter
+from skyshift.lifecycle import starter
 from tests.fixtures.temporal import LifecycleStack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]

@@ -16,8 +16,8 @@ from temporalio.worker import Replayer
 
 from skyshift.contract.names import service_workflow_id
 from skyshift.devstack.sim_slurm import SimSlurmCluster
+from skyshift.lifecycle.converter import DATA_CONVERTER
 from skyshift.models.meta import now_iso
-from skyshift.temporal.converter import DATA_CONVERTER
 from skyshift.workers.control import WORKFLOWS
 from tests.fixtures.require import require_binary
 from tests.fixtures.temporal import LifecycleStack
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.integration]
 
 
 async def add_service(s: LifecycleStack, name: str, **spec: Any) -> dict[str, Any]:
-    from skyshift.temporal import starter
+    from skyshift.lifecycle import starter
 
     obj = {
         "apiVersion": "skyshift.io/v1", "kind": "Service",
@@ -77,7 +77,7 @@ async def delete_and_wait_gone(s: LifecycleStack, name: str) -> None:
 async def test_service_on_slurm_fails_with_unsupported(
     lifecycle_stack: LifecycleStack, slurm_clusters: list[SimSlurmCluster],
 ) -> None:
-    from skyshift.temporal import starter
+    from skyshift.lifecycle import starter
 
     s = lifecycle_stack
     s.start_in_process()

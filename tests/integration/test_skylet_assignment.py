@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from skyshift.temporal.client import connect
+from skyshift.lifecycle.client import connect
 from tests.fixtures.temporal import LifecycleStack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]

@@ -14,11 +14,11 @@ from pydantic import ValidationError
 
 from skyshift.cli.main import cli
 from skyshift.contract.provision import plan_of, sky_name
+from skyshift.lifecycle.convert import cluster_input, manager_config
 from skyshift.models.cluster import Cluster, ClusterSpec
 from skyshift.models.quantity import Resources, parse_memory
 from skyshift.scheduler.growth import Growable, grow_for, per_node
 from skyshift.scheduler.types import Filter, FilterPolicyInfo, JobRequest
-from skyshift.temporal.convert import cluster_input, manager_config
 
 
 def spec(**fields: Any) -> ClusterSpec:

@@ -16,9 +16,9 @@ import skyshift.activities
 from skyshift.contract import activity_names, names
 from skyshift.contract.jobs import JobConfig, JobInput
 from skyshift.devstack.components import SEARCH_ATTRIBUTES
-from skyshift.temporal import converter
-from skyshift.temporal.convert import job_input
-from skyshift.temporal.converter import DATA_CONVERTER
+from skyshift.lifecycle import converter
+from skyshift.lifecycle.convert import job_input
+from skyshift.lifecycle.converter import DATA_CONVERTER
 from skyshift.workers.control import WORKFLOWS
 
 ROOT = Path(__file__).resolve().parents[2] / "skyshift"
@@ -120,7 +120,7 @@ def test_every_lifecycle_has_an_input_its_workflow_and_its_readable_id() -> None
     each kind in it has an input converter and a registered workflow, and its ids keep the
     readable schemes running workflows were started under."""
     from skyshift.contract.lifecycles import BY_KIND, LIFECYCLES
-    from skyshift.temporal.starter import INPUTS
+    from skyshift.lifecycle.starter import INPUTS
     from skyshift.workers.reconciler import QUERY
 
     registered = {workflow._Definition.must_from_class(cls).name for cls in WORKFLOWS}

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from skyshift.compat.types import ReplicaSpec
+from skyshift.lifecycle.convert import template_from_job
+from skyshift.lifecycle.envs import IN_STORE, filled, needs_values, redact
 from skyshift.models.job import Job
-from skyshift.temporal.convert import template_from_job
-from skyshift.temporal.envs import IN_STORE, filled, needs_values, redact
 
 
 def job(envs: dict[str, str]) -> Job:

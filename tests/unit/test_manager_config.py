@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from skyshift.temporal.convert import manager_config
+from skyshift.lifecycle.convert import manager_config
 
 
 def cluster(spec: dict[str, object], labels: dict[str, str] | None = None) -> dict[str, object]:

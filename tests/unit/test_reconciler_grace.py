@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from skyshift.temporal import starter
+from skyshift.lifecycle import starter
 from skyshift.workers import reconciler as rec
 
 

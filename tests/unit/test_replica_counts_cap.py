@@ -12,7 +12,7 @@ from typing import Any
 
 from skyshift.activities.store import apply_job_patch
 from skyshift.contract.jobs import JobStatusPatch
-from skyshift.temporal.convert import cap_counts, merge_counts
+from skyshift.lifecycle.convert import cap_counts, merge_counts
 
 
 def counts(**states: int) -> dict[str, int]:

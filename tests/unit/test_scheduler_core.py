@@ -397,8 +397,8 @@ def test_cpu_less_replicas_are_counted_against_the_cluster() -> None:
     """Issue 26: 50 replicas of ``cpus: 0`` were placed on a 2-CPU cluster. A job's replicas
     are counted for at least MIN_CPUS each (what its template, and so the scheduler and the
     cluster's used capacity, see), so a 2-CPU cluster holds 20 of them, not any number."""
+    from skyshift.lifecycle.convert import template_from_job
     from skyshift.models.job import MIN_CPUS, Job
-    from skyshift.temporal.convert import template_from_job
 
     manifest = {"kind": "Job", "metadata": {"name": "free", "namespace": "default"},
                 "spec": {"resources": {"cpus": 0}, "replicas": 50}}

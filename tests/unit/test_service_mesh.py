@@ -13,8 +13,7 @@ from skyshift.compat.kubernetes_services import LINKED, service_manifest
 from skyshift.compat.kubernetes_slices import desired_slices
 from skyshift.compat.types import ServicePort
 from skyshift.contract.services import Reach, ServiceStatusPatch
-from skyshift.models.service import Service
-from skyshift.temporal.service_convert import (
+from skyshift.lifecycle.service_convert import (
     linked_clusters,
     linked_spec,
     merge_addresses,
@@ -22,6 +21,7 @@ from skyshift.temporal.service_convert import (
     service_input,
     view_of,
 )
+from skyshift.models.service import Service
 
 Obj = dict[str, Any]
 

@@ -23,15 +23,15 @@ from skyshift.contract.services import (
     ServiceTemplate,
     ServiceView,
 )
-from skyshift.models.endpoints import Endpoints
-from skyshift.models.service import Service
-from skyshift.temporal.service_convert import (
+from skyshift.lifecycle.service_convert import (
     choose_primary,
     parse_service,
     selects,
     service_input,
     view_of,
 )
+from skyshift.models.endpoints import Endpoints
+from skyshift.models.service import Service
 
 
 def svc(**spec: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 from temporalio.worker import Replayer
 
-from skyshift.temporal.converter import DATA_CONVERTER
+from skyshift.lifecycle.converter import DATA_CONVERTER
 from skyshift.workers.control import WORKFLOWS
 
 HISTORIES = Path(__file__).parent / "histories"

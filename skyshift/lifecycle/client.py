@@ -9,7 +9,7 @@ from __future__ import annotations
 from temporalio.client import Client
 from temporalio.runtime import Runtime
 
-from skyshift.temporal.converter import DATA_CONVERTER
+from skyshift.lifecycle.converter import DATA_CONVERTER
 
 
 async def connect(

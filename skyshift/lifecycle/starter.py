@@ -54,10 +54,10 @@ from skyshift.contract.names import (
     schedule_workflow_id,
 )
 from skyshift.contract.pipelines import ScheduleInput
+from skyshift.lifecycle.convert import cluster_input, job_input, status_clusters
+from skyshift.lifecycle.pipeline_convert import pipeline_input
+from skyshift.lifecycle.service_convert import service_input
 from skyshift.models.base import Obj
-from skyshift.temporal.convert import cluster_input, job_input, status_clusters
-from skyshift.temporal.pipeline_convert import pipeline_input
-from skyshift.temporal.service_convert import service_input
 
 OP_TIMEOUT = timedelta(seconds=120)
 

@@ -12,10 +12,10 @@ from skyshift.contract.pipelines import (
     PipelineInput,
     StepDef,
 )
+from skyshift.lifecycle.convert import validation_summary
 from skyshift.models.base import Obj
 from skyshift.models.params import render_template
 from skyshift.models.pipeline import Pipeline, step_job_name
-from skyshift.temporal.convert import validation_summary
 
 
 def pipeline_input(obj: Obj) -> PipelineInput:

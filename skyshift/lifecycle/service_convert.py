@@ -12,10 +12,10 @@ from pydantic import ValidationError
 
 from skyshift.compat.types import ServicePort, ServiceSpec
 from skyshift.contract.services import ServiceConfig, ServiceInput, ServiceTemplate, ServiceView
+from skyshift.lifecycle.convert import identity, validation_summary
 from skyshift.models.base import Obj
 from skyshift.models.job import TERMINAL_PHASES
 from skyshift.models.service import Service
-from skyshift.temporal.convert import identity, validation_summary
 
 
 def parse_service(obj: Obj) -> tuple[ServiceTemplate | None, str]:

@@ -23,12 +23,12 @@ from skyshift.contract.jobs import (
 )
 from skyshift.contract.pipelines import OWNER_ANNOTATION
 from skyshift.contract.provision import ProvisionState, plan_of
+from skyshift.lifecycle.envs import redact
 from skyshift.models.base import Obj
 from skyshift.models.job import Job
 from skyshift.models.meta import now_iso
 from skyshift.models.quantity import Resources
 from skyshift.scheduler.types import Expression, Filter, NodeInfo, Preference, QueueInfo
-from skyshift.temporal.envs import redact
 
 COUNT_STATES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 
