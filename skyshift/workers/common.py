@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,18 @@ async def cancel_and_wait(tasks: Sequence[asyncio.Future[Any]]) -> None:
     for task in tasks:
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def first_to_end(*coros: Coroutine[Any, Any, None]) -> None:
+    """Run ``coros`` together until the first ends (or raises: that is re-raised), then cancel
+    the others. ``asyncio.gather`` would leave them running when one raises."""
+    tasks = [asyncio.create_task(c) for c in coros]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+    finally:
+        await cancel_and_wait(tasks)
 
 
 def stop_event() -> asyncio.Event:

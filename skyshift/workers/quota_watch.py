@@ -26,7 +26,7 @@ from skyshift.models.base import Obj
 from skyshift.store import ObjectStore
 from skyshift.store.errors import NotFound, StoreError
 from skyshift.store.watch import WatchEvent
-from skyshift.workers.common import cancel_and_wait
+from skyshift.workers.common import first_to_end
 from skyshift.workers.rules_watch import Notify
 
 log = logging.getLogger(__name__)
@@ -82,19 +82,12 @@ class QuotaWatch:
             for obj in (await self.store.list("jobs", ns)).items:
                 self.jobs[job_key(obj)] = holding(obj)
         self._mark(set(self.quotas), freed=True)  # whatever happened while not watching
-        tasks = [
-            asyncio.create_task(self._quota_events(self.store.watch("quotas", from_revision=rev)))
-        ]
-        tasks += [
-            asyncio.create_task(self._job_events(self.store.watch("jobs", ns, from_revision=rev)))
-            for ns in sorted(self.quotas)
-        ]
-        try:  # the first to end (a quota namespace added or gone, etcd away) ends them all
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                task.result()
-        finally:
-            await cancel_and_wait(tasks)
+        # the first stream to end (a quota namespace added or gone, etcd away) ends them all
+        await first_to_end(
+            self._quota_events(self.store.watch("quotas", from_revision=rev)),
+            *(self._job_events(self.store.watch("jobs", ns, from_revision=rev))
+              for ns in sorted(self.quotas)),
+        )
 
     async def _quota_events(self, events: AsyncIterator[WatchEvent]) -> None:
         async for ev in events:

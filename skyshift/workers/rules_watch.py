@@ -26,6 +26,7 @@ from typing import Any
 from skyshift.store import ObjectStore
 from skyshift.store.errors import StoreError
 from skyshift.store.watch import WatchEvent
+from skyshift.workers.common import first_to_end
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ class RulesWatch:
         rev = page.resource_version
         policies = self.store.watch("filterpolicies", from_revision=rev)
         clusters = self.store.watch("clusters", from_revision=rev)
-        await asyncio.gather(self._policies(policies), self._clusters(clusters))
+        await first_to_end(self._policies(policies), self._clusters(clusters))
 
     async def _policies(self, events: Any) -> None:
         async for ev in events:
