@@ -476,6 +476,22 @@ def down(home: Path | None) -> None:
     click.echo(f"stopped {count} running cluster(s)")
 
 
+@ray.command("address")
+@click.argument("name")
+@_home_option
+def address(name: str, home: Path | None) -> None:
+    """Print the dashboard URL of the running cluster NAME: what `skyctl create cluster NAME
+    --manager ray --address` takes."""
+    found = {c.name: c for c in existing_clusters((home or default_home()).absolute())}
+    cluster = found.get(name)
+    if cluster is None or not cluster.running():
+        running = sorted(n for n, c in found.items() if c.running())
+        raise click.ClickException(
+            f"no running simulated Ray cluster {name!r} (running: {', '.join(running) or 'none'};"
+            " start them with `skyshift sim ray up`)")
+    click.echo(cluster.address)
+
+
 @ray.command("status")
 @_home_option
 def status(home: Path | None) -> None:
