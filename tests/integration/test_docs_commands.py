@@ -31,9 +31,14 @@ def runner(request: pytest.FixtureRequest) -> Iterator[PageRunner]:
     tally = Tally()
     try:
         with stack_up(home) as stack:
-            yield PageRunner.make(stack.env, stack.home, base / "w", tally)
-            down = stack.run_skyshift("sim", "k8s", "down")
-            assert down.returncode == 0 or "no simulated" in down.stdout, down.stderr
+            try:
+                yield PageRunner.make(stack.env, stack.home, base / "w", tally)
+            finally:
+                # what a page left running: simulators, replicas of local clusters, HAProxies
+                for sim in ("ray", "k8s", "slurm"):
+                    stack.run_skyshift("sim", sim, "down")
+                purge = stack.run_skyshift("down", "--purge")
+            assert purge.returncode == 0, purge.stdout + purge.stderr
     finally:
         reporter = request.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
