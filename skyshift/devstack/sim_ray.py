@@ -58,11 +58,11 @@ class SimRayError(RuntimeError):
     """A head could not be started or stopped; the message says why."""
 
 
-def default_home() -> Path:
-    """``$SKYSHIFT_HOME/sim/ray``; as root, a short directory in /tmp named after that path
-    instead: the heads then run as skyshift-run, which cannot enter the 0700 home that
-    `skyshift up` keeps."""
-    home = skyshift_home().absolute() / "sim" / "ray"
+def default_home(skyshift: Path | None = None) -> Path:
+    """``$SKYSHIFT_HOME/sim/ray`` (or of ``skyshift``); as root, a short directory in /tmp named
+    after that path instead: the heads then run as skyshift-run, which cannot enter the 0700
+    home that `skyshift up` keeps."""
+    home = (skyshift or skyshift_home()).absolute() / "sim" / "ray"
     if os.geteuid() != 0:
         return home
     return Path("/tmp") / f"skyshift-ray-{hashlib.sha256(str(home).encode()).hexdigest()[:12]}"

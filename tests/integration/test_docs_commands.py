@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from skyshift.devstack import sim_ray
 from tests.fixtures.docs_blocks import ROOT, pages, parse
 from tests.fixtures.docs_run import PageRunner, Tally
 from tests.fixtures.require import strict
@@ -37,11 +38,13 @@ def runner(request: pytest.FixtureRequest) -> Iterator[PageRunner]:
                 # what a page left running: simulators, replicas of local clusters, HAProxies
                 for sim in ("ray", "k8s", "slurm"):
                     stack.run_skyshift("sim", sim, "down")
+                shutil.rmtree(sim_ray.default_home(stack.home), ignore_errors=True)
                 purge = stack.run_skyshift("down", "--purge")
             assert purge.returncode == 0, purge.stdout + purge.stderr
     finally:
         reporter = request.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
+            reporter.ensure_newline()
             reporter.write_line(tally.summary())
         shutil.rmtree(base, ignore_errors=True)
 
