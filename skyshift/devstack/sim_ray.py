@@ -24,11 +24,13 @@ for failover tests. Mounted as ``skyshift sim ray up|down|status``; the pytest f
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import pwd
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -56,8 +58,27 @@ class SimRayError(RuntimeError):
     """A head could not be started or stopped; the message says why."""
 
 
-def default_home() -> Path:
-    return skyshift_home() / "sim" / "ray"
+def default_home(skyshift: Path | None = None) -> Path:
+    """``$SKYSHIFT_HOME/sim/ray`` (or of ``skyshift``); as root, a short directory in /tmp named
+    after that path instead: the heads then run as skyshift-run, which cannot enter the 0700
+    home that `skyshift up` keeps."""
+    home = (skyshift or skyshift_home()).absolute() / "sim" / "ray"
+    if os.geteuid() != 0:
+        return home
+    return Path("/tmp") / f"skyshift-ray-{hashlib.sha256(str(home).encode()).hexdigest()[:12]}"
+
+
+def make_default_home(home: Path) -> None:
+    """Create the default home; as root, one in /tmp is refused unless it is root's own
+    directory (not a link another user put there), and it is left enterable (0711)."""
+    home.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        return
+    st = os.lstat(home)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0:
+        raise SimRayError(f"{home} is not a directory of root's (a link, or another user's): "
+                          "remove it, or give --home")
+    os.chmod(home, 0o711)
 
 
 def ray_binary() -> str | None:
@@ -356,7 +377,10 @@ def start_ray_clusters(
     hungry while it starts); return them with their Jobs API answering."""
     if ray_binary() is None:
         raise SimRayError(f"the `ray` command is missing: {INSTALL_HINT}")
-    home = (home or default_home()).absolute()
+    if home is None:
+        home = default_home()
+        make_default_home(home)
+    home = home.absolute()
     home.mkdir(parents=True, exist_ok=True)
     known = {c.name: c for c in existing_clusters(home)}
     used = {p for c in known.values()
@@ -434,7 +458,8 @@ def ray_clusters(**kwargs: object) -> Iterator[list[SimRayCluster]]:
 
 _home_option = click.option(
     "--home", type=click.Path(file_okay=False, path_type=Path), default=None,
-    help="Where temp dirs and logs live [default: $SKYSHIFT_HOME/sim/ray]; keep it short "
+    help="Where temp dirs and logs live [default: $SKYSHIFT_HOME/sim/ray; as root, "
+         "/tmp/skyshift-ray-<hash of that path>, which the heads' user can enter]; keep it short "
          "(Ray's socket paths go under it).",
 )
 
@@ -474,6 +499,22 @@ def down(home: Path | None) -> None:
     except SimRayError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"stopped {count} running cluster(s)")
+
+
+@ray.command("address")
+@click.argument("name")
+@_home_option
+def address(name: str, home: Path | None) -> None:
+    """Print the dashboard URL of the running cluster NAME: what `skyctl create cluster NAME
+    --manager ray --address` takes."""
+    found = {c.name: c for c in existing_clusters((home or default_home()).absolute())}
+    cluster = found.get(name)
+    if cluster is None or not cluster.running():
+        running = sorted(n for n, c in found.items() if c.running())
+        raise click.ClickException(
+            f"no running simulated Ray cluster {name!r} (running: {', '.join(running) or 'none'};"
+            " start them with `skyshift sim ray up`)")
+    click.echo(cluster.address)
 
 
 @ray.command("status")

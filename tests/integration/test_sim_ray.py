@@ -51,6 +51,11 @@ def test_up_prints_the_attach_line_and_down_stops_everything() -> None:
             assert {_ids(pid, "Gid") for pid in pids} <= {group, -1}
         status = sim(home, "status")
         assert f"r1: running on {cluster.address} (Jobs API ready" in status.stdout
+        # what the docs put into `--address "$(skyshift sim ray address r1)"`
+        assert sim(home, "address", "r1").stdout == f"{cluster.address}\n"
+        other = sim(home, "address", "r9")
+        assert other.returncode == 1 and "no running simulated Ray cluster 'r9'" in other.stderr
+        assert "running: r1" in other.stderr and "Traceback" not in other.stderr
         again = sim(home, "up", "--clusters", "1", "--cpus", "1")
         assert "already running" in again.stdout and cluster.processes()
     finally:

@@ -1,0 +1,57 @@
+"""Every shell block of README.md and docs/*.md runs as written, in page order, on a real stack
+(``skyshift up`` in a tmp home, ``skyctl`` logged in by it), so a page cannot drift from what a
+newcomer gets. A failure names the page, the block's line and the command. Blocks that cannot
+run here carry a ``<!-- docs-test: ... -->`` annotation (tests/fixtures/docs_blocks.py); the run
+prints how many blocks ran and which were skipped, and why."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from skyshift.devstack import sim_ray
+from tests.fixtures.docs_blocks import ROOT, pages, parse
+from tests.fixtures.docs_run import PageRunner, Tally
+from tests.fixtures.require import strict
+from tests.fixtures.stack import stack_up
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def runner(request: pytest.FixtureRequest) -> Iterator[PageRunner]:
+    """One stack for every page, in a short home (Ray's socket paths go under it)."""
+    base = Path(tempfile.mkdtemp(prefix="sdoc-", dir="/tmp"))
+    base.chmod(0o711)
+    home = base / "h"
+    home.mkdir(mode=0o711)
+    tally = Tally()
+    try:
+        with stack_up(home) as stack:
+            try:
+                yield PageRunner.make(stack.env, stack.home, base / "w", tally)
+            finally:
+                # what a page left running: simulators, replicas of local clusters, HAProxies
+                for sim in ("ray", "k8s", "slurm"):
+                    stack.run_skyshift("sim", sim, "down")
+                shutil.rmtree(sim_ray.default_home(stack.home), ignore_errors=True)
+                purge = stack.run_skyshift("down", "--purge")
+            assert purge.returncode == 0, purge.stdout + purge.stderr
+    finally:
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(tally.summary())
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("page", [p.relative_to(ROOT).as_posix() for p in pages()])
+def test_page_commands_run(runner: PageRunner, page: str) -> None:
+    cwd = runner.page_dir(page)
+    for block in parse((ROOT / page).read_text(), page):
+        runner.run_block(block, cwd, strict())
