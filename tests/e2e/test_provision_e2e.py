@@ -85,12 +85,13 @@ class _User:
         return phase
 
 
-@pytest.mark.timeout(2400)  # SkyPilot's API server, a launch, a job, a teardown: minutes
+@pytest.mark.timeout(6000)  # a wait for the bed, a launch, a job, a teardown: minutes
 def test_newcomer_path_sim_skypilot_cli_to_logs(tmp_path: Path) -> None:
     lack = missing()
     require(lack is None, str(lack))
     with stack_up(tmp_path / "home") as stack:
-        up = _sim("up", timeout=1200)
+        # another session may hold the machine's one SkyPilot bed: `up` waits for it
+        up = _sim("up", "--lock-wait", "3600", timeout=4000)
         try:
             assert up.returncode == 0, up.stdout + up.stderr
             lines = up.stdout.splitlines()
