@@ -11,7 +11,8 @@ and the provisioning benchmark (bench/provision.py).
   ``~/.sky/config.yaml`` of that user point SkyPilot at it as infra ``slurm/skysim1``.
 
 SkyPilot's user has one home, one API server and one port: one bed per machine at a time
-(:func:`testbed_lock`; a second one waits).
+(:func:`testbed_lock`; a second one waits). ``skyshift sim skypilot up`` (sim_skypilot_cli.py)
+starts the same bed from the command line and leaves it running until ``down``.
 """
 
 from __future__ import annotations
