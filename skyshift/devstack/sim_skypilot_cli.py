@@ -118,8 +118,7 @@ def up(root: Path | None, lock_wait: float) -> None:
     lack = missing()
     if lack is not None:
         raise click.ClickException(f"the SkyPilot target needs {lack}")
-    stop_bed(root)  # leftovers of a crashed run
-    shutil.rmtree(root, ignore_errors=True)
+    _down(root)  # leftovers of a crashed run (its lock holder too)
     _hold_lock(root, lock_wait)
     try:
         click.echo(f"starting munged, slurmctld and 2 slurmd, and the login sshd under {root}")
@@ -135,8 +134,9 @@ def up(root: Path | None, lock_wait: float) -> None:
 
 
 def _down(root: Path) -> bool:
+    ours = _running_pid(root / HOLDER_PID) is not None
     client = SkyPilotClient()
-    if client.python.exists():
+    if ours and client.python.exists():  # else the API server may be a test session's
         stop_api_server(client)
     was_up = stop_bed(root)
     _stop(root / HOLDER_PID)
