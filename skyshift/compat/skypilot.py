@@ -175,11 +175,11 @@ class SkyPilotManager:
         first: dict[str, ReplicaSpec] = {}
         for spec in replicas:
             first.setdefault(spec.name, spec)
-        shapes = await self._cluster_nodes()
-        for spec in first.values():
-            self._check_fits(spec, shapes)
         async with self._names.hold(list(first)):
-            found = await self._list()
+            # the shapes (`sky status` once their cache is stale) and the queue at once
+            shapes, found = await asyncio.gather(self._cluster_nodes(), self._list())
+            for spec in first.values():
+                self._check_fits(spec, shapes)
             done: dict[str, ReplicaStatus] = {}
             todo: list[tuple[ReplicaSpec, JobMeta, str]] = []
             for spec in first.values():  # placed one by one: each sees the ones before it
