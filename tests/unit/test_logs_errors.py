@@ -9,10 +9,10 @@ from datetime import timedelta
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError, TimeoutError, TimeoutType
 
-from skyshift.activities.starter import LOGS_BUDGET, OpTimeout, _op_failure
 from skyshift.api.jobs import _backend_error
 from skyshift.compat.errors import NotFound, Transient
 from skyshift.contract.jobs import ReplicaOpInput
+from skyshift.temporal.starter import LOGS_BUDGET, OpTimeout, _op_failure
 
 INP = ReplicaOpInput("logs", ["sky1"], ["pair-0"])
 
