@@ -195,8 +195,8 @@ def _op_failure(err: WorkflowFailureError, inp: ReplicaOpInput, limit: timedelta
     where = ", ".join(inp.clusters)
     if isinstance(err.cause, TimeoutError | TemporalTimeout):
         return OpTimeout(f"cluster(s) {where} did not answer within "
-                         f"{limit.total_seconds():g}s (is their skylet running? "
-                         "`skyctl get clusters`)")
+                         f"{limit.total_seconds():g}s (busy, or its skylet is down: "
+                         "`skyctl get clusters`; try again)")
     return Transient(f"{inp.op} on cluster(s) {where} failed: {err.cause or err}")
 
 
