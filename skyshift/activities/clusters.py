@@ -367,9 +367,16 @@ class SkyletActivities:
             manager = await self.ctx.connect()
             if inp.op == "exec":
                 return await self.exec_once(manager, inp)
-            for name in inp.names:
-                with contextlib.suppress(NotFound):
-                    out.found[name] = await manager.logs(name, inp.tail)
+            # the replicas' reads go together: one slow cluster call does not queue the rest
+            texts = await asyncio.gather(*(manager.logs(name, inp.tail) for name in inp.names),
+                                         return_exceptions=True)
+            for name, text in zip(inp.names, texts, strict=True):
+                if isinstance(text, NotFound):
+                    out.error = out.error or f"NotFound: {text}"  # e.g. not started yet
+                elif isinstance(text, BaseException):
+                    raise text
+                else:
+                    out.found[name] = text
         except NotFound as exc:
             out.error = f"NotFound: {exc}"
         except Permanent as exc:

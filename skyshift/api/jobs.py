@@ -60,7 +60,11 @@ def _backend_error(exc: Exception, what: str) -> ApiError:
         return ApiError(501, f"{what}: {message}")
     if kind in ("Permanent", "InvalidArgument", "ValueError"):
         return ApiError(400, f"{what}: {message}")
-    if kind in ("RPCError", "Transient", "TimeoutError"):
+    if kind == "OpTimeout":
+        return ApiError(504, f"{what}: {message}")
+    if kind == "Transient":
+        return ApiError(503, f"{what}: {message}")
+    if kind in ("RPCError", "TimeoutError"):
         return ApiError(503, f"{what}: lifecycle plane unavailable: {message}")
     return ApiError(502, f"{what} failed: {message}")
 

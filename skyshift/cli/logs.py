@@ -1,7 +1,8 @@
 """``skyctl logs NAME [-f]``: a job's output, whichever cluster (Kubernetes, Slurm, local) runs it.
 
 ``-f`` follows: it prints what is new each time the output grows, and stops once the job has
-ended (phase Succeeded or Failed), after printing the last of it. The API has no streaming logs,
+ended (phase Succeeded or Failed), after printing the last of it; until a replica has started
+(the API answers 404) there is nothing to print yet. The API has no streaming logs,
 so between reads it waits on the job's watch (at most ``FOLLOW_INTERVAL`` seconds), which also
 ends the wait at once when the job finishes.
 """
@@ -15,6 +16,7 @@ import click
 from skyshift.cli.kinds import NAME
 from skyshift.cli.state import CliState, pass_state
 from skyshift.client import SkyShiftClient
+from skyshift.client.errors import ApiError
 from skyshift.contract.lifecycles import JOB
 
 FOLLOW_INTERVAL = 2.0
@@ -38,7 +40,12 @@ def follow(client: SkyShiftClient, name: str, ns: str, tail: int | None,
     while True:
         job = client.get("jobs", name, ns)
         ended = str((job.get("status") or {}).get("phase") or "") in JOB.ended
-        text = client.logs(name, ns)
+        try:
+            text = client.logs(name, ns)
+        except ApiError as err:  # no replica placed or started yet: nothing to show yet
+            if err.status != 404 or ended:
+                raise
+            text = shown
         if first and tail is not None:  # --tail N -f: the last N lines, then everything new
             _emit("".join(text.splitlines(keepends=True)[-tail:] if tail else []))
         else:

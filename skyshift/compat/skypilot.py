@@ -18,15 +18,18 @@ Mapping (``skypilot_map``): one SkyPilot job per replica attempt, submitted with
 (async: it returns once the job is queued) under a deterministic job name carrying the replica's
 identity, so a submit looks the name up in the queues first and adopts what is there (same or
 higher attempt), never submitting twice. ``replicas()`` is one ``sky queue`` per SkyPilot
-cluster, all from one subprocess. ``state()``: each cluster's nodes from ``sky status`` (cached
+cluster, all from one subprocess; ``state()`` right after it (a sync round) reuses that listing.
+``state()``: each cluster's nodes from ``sky status`` (cached
 ``status_ttl``), allocatable = their capacity minus what SkyShift's pending and running jobs
 reserve. SkyPilot schedules a cluster's jobs by CPUs, and on Slurm runs each as an exclusive
 ``srun`` step of whole CPUs: a job asks for, and is counted with, its replica's CPUs rounded up.
 ``submit`` picks the first cluster with room, else one where it fits a node (the job waits in
 SkyPilot's queue). ``delete`` cancels; SkyPilot keeps finished jobs in its table forever, so a
 deleted finished replica is remembered in ``state_dir`` and not listed again. ``logs`` is
-``sky logs`` of the latest attempt. No exec into a job (``sky exec`` starts a new job), no
-services: both ``Unsupported``.
+``sky logs`` of the latest attempt, found in the last listing (a sync round's, 15 s old at
+most) or a fresh one; a replica whose job has not started yet is ``NotFound`` saying so
+(SkyPilot's own call would wait seconds for a log, then print an error as the log). No exec
+into a job (``sky exec`` starts a new job), no services: both ``Unsupported``.
 """
 
 from __future__ import annotations
@@ -73,6 +76,10 @@ _EXIT_CODES: dict[tuple[str, int], int] = {}  # (sky cluster, job id) -> a FAILE
 Found = tuple[str, SkyJob, JobMeta]  # (sky cluster, job, identity)
 _FINISHED = ("SUCCEEDED", "FAILED", "FAILED_SETUP", "FAILED_DRIVER")
 _SKY_LINES = 10  # lines SkyPilot adds after a job's output in ``sky logs``
+_NOT_STARTED = ("INIT", "PENDING")  # no log yet: `sky logs` would wait for one, then say so
+_LISTING_TTL = 15.0  # seconds a listing names a replica's latest job for logs
+_STATE_REUSE = 5.0  # seconds state() takes the last listing as its own
+LOGS_TIMEOUT = 15.0  # one `sky logs` call (seconds when well; the API answers within 20)
 
 
 @dataclass
@@ -128,6 +135,7 @@ class SkyPilotManager:
         self._names = _LOCKS.setdefault(name, NameLocks())
         self._shapes: dict[str, list[NodeState]] = {}
         self._shapes_at = 0.0
+        self._listed: tuple[float, list[Found]] = (0.0, [])  # the last listing, and when
 
     @property
     def sync_timeout(self) -> float:
@@ -145,7 +153,11 @@ class SkyPilotManager:
         return None
 
     async def state(self) -> ClusterState:
-        shapes, found = await asyncio.gather(self._cluster_nodes(), self._list())
+        # a sync round lists the replicas just before: its listing, not a second `sky queue`
+        # (seconds each, and the round's wait until a started job is seen Running)
+        fresh = time.monotonic() - self._listed[0] < _STATE_REUSE
+        shapes, found = await asyncio.gather(
+            self._cluster_nodes(), self._listed_now() if fresh else self._list())
         used = _reserved(found)
         nodes: list[NodeState] = []
         for cluster in self.config.sky_clusters:
@@ -163,11 +175,11 @@ class SkyPilotManager:
         first: dict[str, ReplicaSpec] = {}
         for spec in replicas:
             first.setdefault(spec.name, spec)
-        shapes = await self._cluster_nodes()
-        for spec in first.values():
-            self._check_fits(spec, shapes)
         async with self._names.hold(list(first)):
-            found = await self._list()
+            # the shapes (`sky status` once their cache is stale) and the queue at once
+            shapes, found = await asyncio.gather(self._cluster_nodes(), self._list())
+            for spec in first.values():
+                self._check_fits(spec, shapes)
             done: dict[str, ReplicaStatus] = {}
             todo: list[tuple[ReplicaSpec, JobMeta, str]] = []
             for spec in first.values():  # placed one by one: each sees the ones before it
@@ -206,14 +218,22 @@ class SkyPilotManager:
         return await self._delete_where(lambda m: m.job_uid == job_uid)
 
     async def logs(self, name: str, tail: int | None = None) -> str:
-        got = _latest(await self._list()).get(name)
+        # the sync round's listing names the job (its id never changes): no `sky queue` first
+        got = _latest(self._listed[1]).get(name)
+        if (got is None or got[1].status in _NOT_STARTED
+                or time.monotonic() - self._listed[0] > _LISTING_TTL):
+            got = _latest(await self._list()).get(name)
         if got is None:
             raise NotFound(f"replica {name} not found on cluster {self.name}")
         cluster, job, _ = got
+        if job.status in _NOT_STARTED:
+            raise NotFound(f"replica {name} has not started yet (SkyPilot job {job.job_id} on "
+                           f"{cluster} is {job.status})")
         # SkyPilot's tail counts its own lines too: ask for a few more, keep the task's
         extra = 0 if tail is None else tail + _SKY_LINES
+        limit = min(self.config.call_timeout, LOGS_TIMEOUT)
         text = await self._call(lambda: self.client.logs(cluster, job.job_id, tail=extra,
-                                                         timeout=self.config.call_timeout))
+                                                         timeout=limit))
         return user_log(text, tail)
 
     async def exec(self, name: str, command: list[str], timeout: float = 60) -> ExecResult:
@@ -244,6 +264,9 @@ class SkyPilotManager:
         self._shapes, self._shapes_at = shapes, time.monotonic()
         return shapes
 
+    async def _listed_now(self) -> list[Found]:
+        return self._listed[1]
+
     async def _list(self) -> list[Found]:
         """SkyShift's jobs in every SkyPilot cluster's queue (one subprocess), cancelled and
         deleted ones left out."""
@@ -268,6 +291,7 @@ class SkyPilotManager:
                 found.append((cluster, job, meta))
         if gone - live:
             self._save_tombstones(gone & live)
+        self._listed = (time.monotonic(), found)
         return found
 
     async def _exit_code(self, cluster: str, job: SkyJob) -> int | None:

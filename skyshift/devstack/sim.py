@@ -14,6 +14,8 @@ _SIMULATORS = {
     "slurm": ("skyshift.devstack.sim_slurm", "slurm", "Simulated Slurm clusters."),
     "k8s": ("skyshift.devstack.sim_k8s", "k8s", "Simulated Kubernetes clusters (kwok)."),
     "ray": ("skyshift.devstack.sim_ray", "ray", "Simulated Ray clusters (ray start --head)."),
+    "skypilot": ("skyshift.devstack.sim_skypilot_cli", "skypilot",
+                 "The offline SkyPilot target (SkyPilot on a simulated Slurm cluster)."),
 }
 
 
@@ -48,4 +50,5 @@ def sim() -> None:
     skyshift sim slurm up --clusters 2 --nodes 4
     skyshift sim k8s up --clusters 3 --nodes 100
     skyshift sim ray up --clusters 2 --cpus 2
+    skyshift sim skypilot up
     """

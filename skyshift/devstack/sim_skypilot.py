@@ -11,7 +11,8 @@ and the provisioning benchmark (bench/provision.py).
   ``~/.sky/config.yaml`` of that user point SkyPilot at it as infra ``slurm/skysim1``.
 
 SkyPilot's user has one home, one API server and one port: one bed per machine at a time
-(:func:`testbed_lock`; a second one waits).
+(:func:`testbed_lock`; a second one waits). ``skyshift sim skypilot up`` (sim_skypilot_cli.py)
+starts the same bed from the command line and leaves it running until ``down``.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ NODE_CPUS = 8
 NODE_MEMORY = 16000
 LOGIN_KEY = ".ssh/skyshift-login"
 LOCK_FILE = Path(tempfile.gettempdir()) / "skyshift-skypilot-testbed.lock"
+SSHD_PID = "sshd.skyshift.pid"
 
 
 class _NamedNodeCluster(SimSlurmCluster):
@@ -153,7 +155,8 @@ def _start_sshd(root: Path, account: pwd.struct_passwd, conf: Path) -> tuple[int
     ]))
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     pid = _spawn([sshd, "-D", "-e", "-f", str(root / "sshd_config"), "-p", str(port)],
-                 root / "sshd.log", root / "sshd.skyshift.pid", {})
+                 root / "sshd.log", root / SSHD_PID, {})
+    (root / "port").write_text(f"{port}\n")
     return port, pid
 
 
@@ -207,30 +210,55 @@ def _bed() -> Iterator[SkySlurm]:
     lack = missing()
     if lack is not None:
         raise BedMissing(lack)
-    account = pwd.getpwnam(SkyPilotClient().user or DEFAULT_USER)
     # world-readable (the SkyPilot user reads slurm.conf, talks to munge): not pytest's tmp
     root = Path(tempfile.mkdtemp(prefix="skyshift-skysim-"))
+    try:
+        yield start_bed(root)
+    finally:
+        stop_bed(root)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def start_bed(root: Path) -> SkySlurm:
+    """Start munged, the simulated Slurm cluster and the login sshd under ``root`` (created
+    world-readable) and point SkyPilot's user at them. The caller stops them with
+    :func:`stop_bed` (also after a failure here)."""
+    account = pwd.getpwnam(SkyPilotClient().user or DEFAULT_USER)
+    root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)
     munge = Munge(root / "munge")
-    cluster: SimSlurmCluster | None = None
-    sshd_pid_file = root / "login" / "sshd.skyshift.pid"
+    munge.start()
+    ports = free_ports(3)
+    cluster = _NamedNodeCluster(
+        name=SIM_NAME, root=root / SIM_NAME, nodes=[f"{SIM_NAME}-n1", f"{SIM_NAME}-n2"],
+        ctld_port=ports[0], node_ports=ports[1:], node_cpus=NODE_CPUS,
+        node_memory=NODE_MEMORY, munge_socket=munge.socket,
+    )
+    cluster.write_conf()
+    cluster.start(fresh=True)
+    (root / "login").mkdir(exist_ok=True)
+    port, _ = _start_sshd(root / "login", account, cluster.conf)
+    _login_setup(account, port)
+    return SkySlurm(cluster, account.pw_name, Path(account.pw_dir), port)
+
+
+def stop_bed(root: Path) -> bool:
+    """Stop what :func:`start_bed` started under ``root``; True if its sshd was running."""
+    was_up = _stop(root / "login" / SSHD_PID)
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+        SimSlurmCluster.load(root / SIM_NAME).stop()
+    Munge(root / "munge").stop()
+    return was_up
+
+
+def running_bed(root: Path) -> SkySlurm | None:
+    """The bed :func:`start_bed` left running under ``root``, or None."""
+    if _running_pid(root / "login" / SSHD_PID) is None:
+        return None
     try:
-        munge.start()
-        ports = free_ports(3)
-        cluster = _NamedNodeCluster(
-            name=SIM_NAME, root=root / SIM_NAME, nodes=[f"{SIM_NAME}-n1", f"{SIM_NAME}-n2"],
-            ctld_port=ports[0], node_ports=ports[1:], node_cpus=NODE_CPUS,
-            node_memory=NODE_MEMORY, munge_socket=munge.socket,
-        )
-        cluster.write_conf()
-        cluster.start(fresh=True)
-        (root / "login").mkdir()
-        port, _ = _start_sshd(root / "login", account, cluster.conf)
-        _login_setup(account, port)
-        yield SkySlurm(cluster, account.pw_name, Path(account.pw_dir), port)
-    finally:
-        _stop(sshd_pid_file)
-        if cluster is not None:
-            cluster.stop()
-        munge.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        cluster = SimSlurmCluster.load(root / SIM_NAME)
+        port = int((root / "login" / "port").read_text())
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    account = pwd.getpwnam(SkyPilotClient().user or DEFAULT_USER)
+    return SkySlurm(cluster, account.pw_name, Path(account.pw_dir), port)

@@ -20,13 +20,19 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy
+from temporalio.client import (
+    Client,
+    ScheduleBackfill,
+    ScheduleOverlapPolicy,
+    WorkflowFailureError,
+)
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
+from temporalio.exceptions import TimeoutError as TemporalTimeout
 from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
@@ -60,6 +66,15 @@ from skyshift.lifecycle.service_convert import service_input
 from skyshift.models.base import Obj
 
 OP_TIMEOUT = timedelta(seconds=120)
+# logs answer within seconds or say why: each cluster's skylet gets this long (one attempt's
+# start-to-close), the whole read at most LOGS_BUDGET, then the API answers 504 naming the
+# clusters: before skyctl's own 30 s request timeout, so the user reads why
+LOGS_TIMEOUT = 20.0
+LOGS_BUDGET = 25.0
+
+
+class OpTimeout(Transient):
+    """A logs or exec op ran out of time on the clusters (the API answers 504)."""
 
 
 def _meta(obj: Obj) -> dict[str, Any]:
@@ -164,11 +179,25 @@ async def signal_scheduler(client: Client, what: str) -> None:
 async def _run_op(client: Client, job: Obj, inp: ReplicaOpInput) -> ReplicaOpResult:
     meta = _meta(job)
     op_id = f"op/{meta.get('namespace') or 'default'}/{meta.get('name')}/{uuid.uuid4().hex[:12]}"
-    result: ReplicaOpResult = await client.execute_workflow(
-        WF_REPLICA_OP, inp, id=op_id, task_queue=CONTROL_QUEUE,
-        result_type=ReplicaOpResult, execution_timeout=OP_TIMEOUT,
-    )
+    limit = timedelta(seconds=LOGS_BUDGET) if inp.op == "logs" else OP_TIMEOUT
+    try:
+        result: ReplicaOpResult = await client.execute_workflow(
+            WF_REPLICA_OP, inp, id=op_id, task_queue=CONTROL_QUEUE,
+            result_type=ReplicaOpResult, execution_timeout=limit,
+        )
+    except WorkflowFailureError as err:
+        raise _op_failure(err, inp, limit) from None
     return result
+
+
+def _op_failure(err: WorkflowFailureError, inp: ReplicaOpInput, limit: timedelta) -> Exception:
+    """What a failed op says to the API: "Workflow execution failed" names nothing."""
+    where = ", ".join(inp.clusters)
+    if isinstance(err.cause, TimeoutError | TemporalTimeout):
+        return OpTimeout(f"cluster(s) {where} did not answer within "
+                         f"{limit.total_seconds():g}s (busy, or its skylet is down: "
+                         "`skyctl get clusters`; try again)")
+    return Transient(f"{inp.op} on cluster(s) {where} failed: {err.cause or err}")
 
 
 def _names(job: Obj, rank: int | None) -> list[str]:
@@ -193,7 +222,8 @@ async def fetch_logs(client: Client, job: Obj, tail: int | None, rank: int | Non
     if not clusters:
         raise NotFound(f"job {_meta(job).get('name')} has no replicas on any cluster yet")
     names = _names(job, rank)
-    res = await _run_op(client, job, ReplicaOpInput("logs", clusters, names, tail))
+    res = await _run_op(client, job, ReplicaOpInput("logs", clusters, names, tail,
+                                                    timeout=LOGS_TIMEOUT))
     if not res.found:
         _raise(res.error or "NotFound: no replica found")
     if rank is not None:

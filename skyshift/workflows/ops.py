@@ -29,6 +29,9 @@ class ReplicaOpWorkflow:
     async def run(self, inp: ReplicaOpInput) -> ReplicaOpResult:
         merged = ReplicaOpResult()
         errors: list[str] = []
+        # logs: an attempt gets the op's timeout (the read is bounded); exec: the command's, plus
+        # time to reach the replica
+        limit = inp.timeout if inp.op == "logs" else inp.timeout + 30
         for cluster in inp.clusters:
             one = ReplicaOpInput(inp.op, [cluster], inp.names, inp.tail, inp.command, inp.timeout)
             try:
@@ -36,7 +39,7 @@ class ReplicaOpWorkflow:
                     act.REPLICA_OP, one, result_type=ReplicaOpResult,
                     task_queue=skylet_queue(cluster),
                     schedule_to_start_timeout=timedelta(seconds=10),
-                    start_to_close_timeout=timedelta(seconds=inp.timeout + 30),
+                    start_to_close_timeout=timedelta(seconds=limit),
                     retry_policy=OP_RETRY,
                 )
             except ActivityError as err:
@@ -48,7 +51,7 @@ class ReplicaOpWorkflow:
                 errors.append(res.error)
                 continue
             merged.found.update(res.found)
-            if res.error and not res.error.startswith("NotFound"):
+            if res.error:  # a NotFound says why (not started yet) when no cluster has it
                 errors.append(res.error)
         if not merged.found or inp.op == "exec":
             merged.error = next((e for e in errors if not e.startswith("NotFound")), "") or (

@@ -81,6 +81,8 @@ class ClusterManagerContract:
     request: Resources = Resources(cpus=0.5, memory=64)  # must fit one node of the cluster
     deadline: float = 60.0
     has_exec: bool = True  # False: exec must raise Unsupported and leave the replica running
+    logs_bound: float = 60.0  # one logs call taking longer counts as hung
+    running_log: str = "started-contract"  # what a running `echo started-contract` shows
 
     @pytest.fixture
     async def cluster(self, manager_factory: ManagerFactory) -> AsyncIterator[Cluster]:
@@ -121,6 +123,23 @@ class ClusterManagerContract:
             "hello-contract",
             "three",
         ]
+
+    async def test_logs_answer_before_start_and_while_running(self, cluster: Cluster) -> None:
+        """Logs never wait for the replica: just submitted, they are some text or NotFound
+        saying why; running, they are the output so far. A call that hangs fails the test."""
+        spec = cluster.spec("echo started-contract; sleep 600")
+        await cluster.submit(spec)
+        with contextlib.suppress(NotFound):
+            early = await asyncio.wait_for(cluster.manager.logs(spec.name), self.logs_bound)
+            assert isinstance(early, str)
+        await cluster.wait(spec.name, RUNNING)
+        text = ""
+        for _ in range(int(self.deadline)):  # the first line may reach the log a bit later
+            text = await asyncio.wait_for(cluster.manager.logs(spec.name), self.logs_bound)
+            if self.running_log in text:
+                break
+            await asyncio.sleep(1)
+        assert self.running_log in text, text
 
     async def test_long_replica_is_running(self, cluster: Cluster) -> None:
         spec = cluster.spec("sleep 600")
