@@ -12,7 +12,7 @@ from temporalio.exceptions import ApplicationError, TimeoutError, TimeoutType
 from skyshift.api.jobs import _backend_error
 from skyshift.compat.errors import NotFound, Transient
 from skyshift.contract.jobs import ReplicaOpInput
-from skyshift.temporal.starter import LOGS_BUDGET, OpTimeout, _op_failure
+from skyshift.lifecycle.starter import LOGS_BUDGET, OpTimeout, _op_failure
 
 INP = ReplicaOpInput("logs", ["sky1"], ["pair-0"])
 
