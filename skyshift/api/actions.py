@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from fastapi import Request
+from fastapi import Path, Request
 from pydantic import BaseModel, ValidationError
 
 from skyshift.api.body import parse_json, read_bytes
@@ -74,3 +75,26 @@ def json_body_doc(model: type[BaseModel]) -> dict[str, Any]:
     """The ``openapi_extra`` of a route whose JSON body is ``model``."""
     schema = model.model_json_schema()
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+@dataclass(frozen=True)
+class Target:
+    """The object an action acts on (``/{namespace}/{plural}/{name}/<action>``)."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def target(noun: str) -> Callable[..., Awaitable[Target]]:
+    """A dependency reading the target from the path (OpenAPI: "The ``noun``'s name")."""
+
+    async def dependency(
+        namespace: str = Path(description=f"The {noun}'s namespace"),
+        name: str = Path(description=f"The {noun}'s name"),
+    ) -> Target:
+        return Target(namespace, name)
+
+    return dependency

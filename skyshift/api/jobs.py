@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field
 
-from skyshift.api import handlers
-from skyshift.api.actions import backend_call, json_body_doc, read_request, require_lifecycle
+from skyshift.api import actions, handlers
+from skyshift.api.actions import Target, target
 from skyshift.api.deps import authorize, get_store
 from skyshift.models.meta import ArgvStr
 from skyshift.models.registry import kind_info
@@ -44,14 +44,13 @@ class ExecResult(BaseModel):
 )
 async def job_logs(
     request: Request,
-    namespace: str = Path(description="The job's namespace"),
-    name: str = Path(description="The job's name"),
+    at: Target = Depends(target("job")),
     tail: int | None = Query(None, ge=0, description="Only the last N lines"),
     rank: int | None = Query(None, ge=0, description="Only this replica (0-based)"),
 ) -> PlainTextResponse:
-    lifecycle = require_lifecycle(request, _NEEDS)
-    job = await handlers.get_object(get_store(request), JOB, name, namespace)
-    text = await backend_call(lifecycle.logs(job, tail, rank), f"logs of job {namespace}/{name}")
+    lifecycle = actions.require_lifecycle(request, _NEEDS)
+    job = await handlers.get_object(get_store(request), JOB, at.name, at.namespace)
+    text = await actions.backend_call(lifecycle.logs(job, tail, rank), f"logs of job {at}")
     return PlainTextResponse(text)
 
 
@@ -60,18 +59,17 @@ async def job_logs(
     dependencies=[Depends(authorize("update", JOB, audit_action="exec"))],
     response_model=ExecResult,
     summary="Run a command in one replica of a job",
-    openapi_extra=json_body_doc(ExecRequest),
+    openapi_extra=actions.json_body_doc(ExecRequest),
 )
 async def job_exec(
     request: Request,
-    namespace: str = Path(description="The job's namespace"),
-    name: str = Path(description="The job's name"),
+    at: Target = Depends(target("job")),
 ) -> Any:
-    lifecycle = require_lifecycle(request, _NEEDS)
-    body = await read_request(request, ExecRequest, "exec request")
-    job = await handlers.get_object(get_store(request), JOB, name, namespace)
-    what = f"exec in job {namespace}/{name}"
-    result = await backend_call(lifecycle.exec(job, body.command, body.rank), what)
+    lifecycle = actions.require_lifecycle(request, _NEEDS)
+    body = await actions.read_request(request, ExecRequest, "exec request")
+    job = await handlers.get_object(get_store(request), JOB, at.name, at.namespace)
+    call = lifecycle.exec(job, body.command, body.rank)
+    result = await actions.backend_call(call, f"exec in job {at}")
     return JSONResponse(
         {
             "exit_code": int(result.get("exit_code", -1)),

@@ -10,12 +10,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, field_validator
 
-from skyshift.api import handlers
-from skyshift.api.actions import backend_call, json_body_doc, read_request, require_lifecycle
+from skyshift.api import actions, handlers
+from skyshift.api.actions import Target, target
 from skyshift.api.deps import authorize, check_spawns, get_store
 from skyshift.api.errors import ApiError
 from skyshift.api.rules import spawned
@@ -61,11 +61,11 @@ def most_runs(spec: dict[str, Any], seconds: float) -> int:
     return int(seconds // max(period, 1)) + 1
 
 
-async def _schedule(request: Request, namespace: str, name: str) -> dict[str, Any]:
+async def _schedule(request: Request, at: Target) -> dict[str, Any]:
     """The schedule to run, if the caller may create what its runs create."""
-    obj = await handlers.get_object(get_store(request), SCHEDULE, name, namespace)
+    obj = await handlers.get_object(get_store(request), SCHEDULE, at.name, at.namespace)
     if (obj.get("metadata") or {}).get("deletionTimestamp"):
-        raise ApiError(409, f"schedule {name} is being deleted", reason="Deleting")
+        raise ApiError(409, f"schedule {at.name} is being deleted", reason="Deleting")
     await check_spawns(request, spawned(SCHEDULE, obj))
     return obj
 
@@ -81,13 +81,12 @@ async def _schedule(request: Request, namespace: str, name: str) -> dict[str, An
 )
 async def trigger(
     request: Request,
-    namespace: str = Path(description="The schedule's namespace"),
-    name: str = Path(description="The schedule's name"),
+    at: Target = Depends(target("schedule")),
 ) -> JSONResponse:
-    lifecycle = require_lifecycle(request, _NEEDS)
-    obj = await _schedule(request, namespace, name)
-    await backend_call(lifecycle.trigger_schedule(obj), f"trigger schedule {namespace}/{name}")
-    return JSONResponse({"schedule": name, "triggered": True}, status_code=202)
+    lifecycle = actions.require_lifecycle(request, _NEEDS)
+    obj = await _schedule(request, at)
+    await actions.backend_call(lifecycle.trigger_schedule(obj), f"trigger schedule {at}")
+    return JSONResponse({"schedule": at.name, "triggered": True}, status_code=202)
 
 
 @router.post(
@@ -98,18 +97,17 @@ async def trigger(
     description=f"One run for every time the schedule would have fired from start to end "
     f"(both included), at most {MAX_BACKFILL_RUNS} runs. Needs `update` on the schedule and the "
     "rights to create what it runs (jobs; pipelines too for a pipelineTemplate).",
-    openapi_extra=json_body_doc(BackfillRequest),
+    openapi_extra=actions.json_body_doc(BackfillRequest),
 )
 async def backfill(
     request: Request,
-    namespace: str = Path(description="The schedule's namespace"),
-    name: str = Path(description="The schedule's name"),
+    at: Target = Depends(target("schedule")),
 ) -> JSONResponse:
-    lifecycle = require_lifecycle(request, _NEEDS)
-    body = await read_request(request, BackfillRequest, "backfill request")
+    lifecycle = actions.require_lifecycle(request, _NEEDS)
+    body = await actions.read_request(request, BackfillRequest, "backfill request")
     if body.end <= body.start:
         raise ApiError(422, "end must be after start", field="end")
-    obj = await _schedule(request, namespace, name)
+    obj = await _schedule(request, at)
     bound = most_runs(obj.get("spec") or {}, (body.end - body.start).total_seconds())
     if bound > MAX_BACKFILL_RUNS:
         raise ApiError(
@@ -118,13 +116,13 @@ async def backfill(
             f"{MAX_BACKFILL_RUNS} at a time (split the range)",
             field="end",
         )
-    what = f"backfill schedule {namespace}/{name}"
-    await backend_call(
+    what = f"backfill schedule {at}"
+    await actions.backend_call(
         lifecycle.backfill_schedule(obj, body.start, body.end, body.overlapPolicy), what
     )
     return JSONResponse(
         {
-            "schedule": name,
+            "schedule": at.name,
             "start": body.start.isoformat(),
             "end": body.end.isoformat(),
             "overlapPolicy": body.overlapPolicy,
