@@ -19,7 +19,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from skyshift.api import errors, handlers, jobs, schedules
+from skyshift.api import errors, handlers
 from skyshift.api.auth import AuthConfig, AuthService
 from skyshift.api.auth import routes as auth_routes
 from skyshift.api.auth.audit import AuditMiddleware
@@ -36,7 +36,8 @@ from skyshift.api.limits import (
 )
 from skyshift.api.metrics import MetricsMiddleware
 from skyshift.api.paths import KindPathMiddleware
-from skyshift.api.routes import kind_router
+from skyshift.api.policies import policy_of
+from skyshift.api.routes import include_kind_routes
 from skyshift.api.watch import WatchOptions
 from skyshift.config import Settings
 from skyshift.console import routes as console_routes
@@ -132,74 +133,78 @@ def create_app(
     """
     settings = settings or Settings.from_env()
     opts = options or ApiOptions.from_env()
-    own_store = store is None
-    the_store = store or ObjectStore(settings.etcd_endpoints, settings.store_prefix)
-    the_lifecycle = lifecycle
-    own_lifecycle: TemporalLifecycle | None = None
-    if the_lifecycle is None and temporal:
-        the_lifecycle = own_lifecycle = TemporalLifecycle.lazy(
+    parts = _Parts(
+        store=store or ObjectStore(settings.etcd_endpoints, settings.store_prefix),
+        own_store=store is None,
+        lifecycle=lifecycle,
+    )
+    if lifecycle is None and temporal:
+        parts.lifecycle = parts.own_lifecycle = TemporalLifecycle.lazy(
             settings.temporal_address, settings.temporal_namespace
         )
-
-    the_auth: AuthService | None = None
     if auth is False:
         log.warning("authentication is OFF for this app (auth=False): test use only")
     else:
         config = auth if isinstance(auth, AuthConfig) else AuthConfig.from_env(settings)
-        the_auth = AuthService(the_store, config)
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        try:
-            if own_store:
-                await the_store.connect()
-            await handlers.ensure_default_namespace(the_store)
-        except StoreError as exc:
-            # Start anyway: /readyz reports etcd, and `default` is created on first use.
-            log.warning("etcd not reachable at startup (%s); serving, not ready", exc)
-        if the_auth is not None:
-            await the_auth.start()
-        try:
-            yield
-        finally:
-            if the_auth is not None:
-                await the_auth.stop()
-            if own_lifecycle is not None:
-                await own_lifecycle.close()
-            if own_store:
-                await the_store.close()
+        parts.auth = AuthService(parts.store, config)
 
     app = FastAPI(
         title="SkyShift API",
         version="1",
         description=DESCRIPTION,
-        lifespan=lifespan,
-        openapi_tags=[{"name": k.kind, "description": _tag_doc(k.kind)} for k in API_KINDS]
+        lifespan=parts.lifespan,
+        openapi_tags=[{"name": k.kind, "description": policy_of(k).doc} for k in API_KINDS]
         + [{"name": "Health", "description": "Liveness and readiness probes"}],
     )
-    app.state.store = the_store
-    app.state.lifecycle = the_lifecycle
+    app.state.store = parts.store
+    app.state.lifecycle = parts.lifecycle
     app.state.options = opts
     app.state.settings = settings
-    app.state.auth = the_auth
+    app.state.auth = parts.auth
     errors.install(app)
     _health_routes(app)
     app.include_router(auth_routes.router)
     app.include_router(console_routes.router)  # the web console: /console
     app.include_router(console_routes.config_router, dependencies=[Depends(current_user)])
-    routers = [kind_router(k) for k in API_KINDS]
-    for top, _ in routers:
-        app.include_router(top)
-    app.include_router(jobs.router)
-    app.include_router(schedules.router)
-    for _, namespaced in routers:
-        app.include_router(namespaced)
+    include_kind_routes(app)
     _fallback_routes(app)
     app.add_middleware(MetricsMiddleware)  # innermost: sees the route the router matched
-    app.add_middleware(AuditMiddleware, writer=_audit_writer(the_auth))
+    app.add_middleware(AuditMiddleware, writer=_audit_writer(parts.auth))
     app.add_middleware(KindPathMiddleware)
     app.add_middleware(ClientAddressMiddleware, proxies=opts.trusted_proxies)
     return app
+
+
+@dataclass
+class _Parts:
+    """What an app serves with, and which of it the app itself starts and stops."""
+
+    store: ObjectStore
+    own_store: bool
+    lifecycle: Lifecycle | None
+    own_lifecycle: TemporalLifecycle | None = None
+    auth: AuthService | None = None
+
+    @asynccontextmanager
+    async def lifespan(self, app: FastAPI) -> AsyncIterator[None]:
+        try:
+            if self.own_store:
+                await self.store.connect()
+            await handlers.ensure_default_namespace(self.store)
+        except StoreError as exc:
+            # Start anyway: /readyz reports etcd, and `default` is created on first use.
+            log.warning("etcd not reachable at startup (%s); serving, not ready", exc)
+        if self.auth is not None:
+            await self.auth.start()
+        try:
+            yield
+        finally:
+            if self.auth is not None:
+                await self.auth.stop()
+            if self.own_lifecycle is not None:
+                await self.own_lifecycle.close()
+            if self.own_store:
+                await self.store.close()
 
 
 def _audit_writer(auth: AuthService | None) -> Callable[[dict[str, Any]], Awaitable[None]] | None:
@@ -213,24 +218,6 @@ def _audit_writer(auth: AuthService | None) -> Callable[[dict[str, Any]], Awaita
         await auth.audit.write(fields)
 
     return write
-
-
-def _tag_doc(kind: str) -> str:
-    docs = {
-        "Cluster": "Clusters SkyShift places work on (cluster-scoped; has a lifecycle).",
-        "Job": "Containers to run somewhere in the super-cluster (namespaced; has a lifecycle).",
-        "Pipeline": "DAGs of job templates run once, step by step (namespaced; has a "
-        "lifecycle).",
-        "Schedule": "Jobs or Pipelines created on a cron or an interval, on Temporal Schedules "
-        "(namespaced; has a lifecycle; trigger and backfill).",
-        "Service": "Stable addresses for job replicas (namespaced).",
-        "Endpoints": "Per-cluster endpoints of a service (namespaced).",
-        "FilterPolicy": "Keep a namespace's jobs on or off clusters (namespaced).",
-        "Link": "Network links between clusters (cluster-scoped).",
-        "Namespace": "Isolation units; `default` always exists (cluster-scoped).",
-        "Role": "Who may do what where (cluster-scoped).",
-    }
-    return docs.get(kind, kind)
 
 
 def _health_routes(app: FastAPI) -> None:

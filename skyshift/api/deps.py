@@ -17,7 +17,7 @@ anonymous principal.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from fastapi import Depends, Request
@@ -135,23 +135,23 @@ def stamp_owner(request: Request, obj: dict[str, Any], current: dict[str, Any] |
     stored = ((current.get("metadata") or {}).get("annotations") or {}).get(OWNER_USER_ANNOTATION)
     if notes.get(OWNER_USER_ANNOTATION) != stored:
         field = f"metadata.annotations.{OWNER_USER_ANNOTATION}"
-        raise ApiError(422, f"{field} is set by the API: replace the schedule to own it",
-                       field=field)
+        raise ApiError(
+            422, f"{field} is set by the API: replace the schedule to own it", field=field
+        )
 
 
-async def check_spawns(request: Request, kind: str, obj: dict[str, Any]) -> None:
-    """403 unless the caller may create what a Pipeline (its step Jobs) or a Schedule (Jobs, or
-    Pipelines and their Jobs) will create in the namespace: their lifecycles create those with
-    the control plane's rights, so holding the kind must not grant more than its creator has."""
+async def check_spawns(request: Request, plurals: Iterable[str]) -> None:
+    """403 unless the caller may create ``plurals`` in the namespace: what a Pipeline (its step
+    Jobs) or a Schedule (Jobs, or Pipelines and their Jobs) will create (see
+    :func:`skyshift.api.rules.spawned`). Their lifecycles create those with the control
+    plane's rights, so holding the kind must not grant more than its creator has."""
     auth = get_auth(request)
     who = getattr(request.state, "principal", None)
     namespace = request.path_params.get("namespace")
     if auth is None or not isinstance(who, Principal) or not isinstance(namespace, str):
         return
-    await auth.require(who, "create", "jobs", namespace)
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    if kind == "Schedule" and isinstance(spec, dict) and spec.get("pipelineTemplate") is not None:
-        await auth.require(who, "create", "pipelines", namespace)
+    for plural in plurals:
+        await auth.require(who, "create", plural, namespace)
 
 
 def authorize(

@@ -16,7 +16,7 @@ from skyshift.api import objects, references
 from skyshift.api.errors import ApiError
 from skyshift.api.lifecycle import Lifecycle, notify
 from skyshift.api.limits import DEFAULT_LIMITS, Limits
-from skyshift.models.registry import API_KINDS, KindInfo
+from skyshift.models.registry import KindInfo, kind_info
 from skyshift.store import ObjectStore
 from skyshift.store.errors import AlreadyExists, NotFound
 
@@ -27,7 +27,7 @@ DEFAULT_NAMESPACE = "default"
 
 async def ensure_default_namespace(store: ObjectStore) -> None:
     """Create namespace ``default`` if it is missing (several replicas may race: fine)."""
-    info = next(k for k in API_KINDS if k.kind == "Namespace")
+    info = kind_info("namespaces")
     obj = objects.prepare_create(
         info, {"kind": "Namespace", "metadata": {"name": DEFAULT_NAMESPACE}}
     )
@@ -219,17 +219,6 @@ async def patched_copy(
     return await asyncio.to_thread(objects.apply_patch, current, patch_kind, doc, limits)
 
 
-async def _namespace_contents(store: ObjectStore, namespace: str) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for info in API_KINDS:
-        if not info.namespaced:
-            continue
-        result = await store.list(info.plural, namespace)
-        if result.items:
-            counts[info.plural] = len(result.items)
-    return counts
-
-
 async def delete(
     store: ObjectStore,
     lifecycle: Lifecycle | None,
@@ -237,27 +226,20 @@ async def delete(
     name: str,
     namespace: str | None,
     resource_version: str | None,
+    check: Callable[[ObjectStore, dict[str, Any]], Awaitable[None]] | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Delete, or start deleting; returns ``(object, finished)``.
 
     Kinds with a lifecycle (when one is configured) get ``deletionTimestamp`` and phase
     ``Deleting``; their workflow tears down and removes the object. Others go at once.
+    ``check(store, current)``: the kind's own refusal (e.g. a namespace that holds objects);
+    the removal is then conditional on the version it checked.
     """
     current = await get_object(store, info, name, namespace)
     if resource_version and resource_version != str(current["metadata"].get("resourceVersion")):
         raise _stale(resource_version, current)
-    if info.kind == "Namespace":
-        if name == DEFAULT_NAMESPACE:
-            raise ApiError(403, "namespace default cannot be deleted")
-        counts = await _namespace_contents(store, name)
-        if counts:
-            total = sum(counts.values())
-            listing = ", ".join(f"{n} {p}" for p, n in sorted(counts.items()))
-            raise ApiError(
-                409,
-                f"namespace {name} still holds {total} objects ({listing}): delete them first",
-                details=[{"field": p, "message": f"{n} objects"} for p, n in counts.items()],
-            )
+    if check is not None:
+        await check(store, current)
     if (hooks := _hooks(info, lifecycle)) is not None:
         marked = current
         if not current["metadata"].get("deletionTimestamp"):
@@ -272,10 +254,13 @@ async def delete(
         # Re-notify on a repeated DELETE too: the signal is idempotent and may have been lost.
         await notify(hooks.deleting, marked)
         return marked, False
-    # The Namespace check above read the object it counted for; without a precondition a
-    # concurrent write to any other kind does not block its removal.
-    expected = str(current["metadata"]["resourceVersion"]) if (
-        resource_version or info.kind == "Namespace") else None
+    # A check above read the object it judged; without a precondition (or a check) a
+    # concurrent write does not block the removal.
+    expected = (
+        str(current["metadata"]["resourceVersion"])
+        if (resource_version or check is not None)
+        else None
+    )
     deleted = await store.delete(info.plural, name, namespace, expected_rv=expected)
     return deleted, True
 

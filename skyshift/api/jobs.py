@@ -6,25 +6,20 @@ were placed and calls the right cluster's skylet; the API never talks to a clust
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from typing import Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from skyshift.api import handlers
-from skyshift.api.body import parse_json, read_bytes
-from skyshift.api.deps import authorize, get_lifecycle, get_options, get_store
-from skyshift.api.errors import ApiError, from_validation
-from skyshift.api.lifecycle import Lifecycle
+from skyshift.api import actions, handlers
+from skyshift.api.actions import Target, target
+from skyshift.api.deps import authorize, get_store
 from skyshift.models.meta import ArgvStr
 from skyshift.models.registry import kind_info
 
-log = logging.getLogger(__name__)
-
 JOB = kind_info("jobs")
+_NEEDS = "logs and exec"
 router = APIRouter(tags=["Job"])
 
 
@@ -39,36 +34,6 @@ class ExecResult(BaseModel):
     stderr: str
 
 
-def _lifecycle(request: Request) -> Lifecycle:
-    lifecycle = get_lifecycle(request)
-    if lifecycle is None:
-        raise ApiError(
-            503,
-            "logs and exec need the lifecycle plane (Temporal), which this API server runs "
-            "without (SKYSHIFT_LIFECYCLE=off?)",
-        )
-    return lifecycle
-
-
-def _backend_error(exc: Exception, what: str) -> ApiError:
-    """Map a lifecycle failure by its kind (compat/Temporal error names, not their types)."""
-    kind = str(getattr(exc, "type", None) or type(exc).__name__)
-    message = str(exc) or kind
-    if kind == "NotFound":
-        return ApiError(404, f"{what}: {message}")
-    if kind == "Unsupported":
-        return ApiError(501, f"{what}: {message}")
-    if kind in ("Permanent", "InvalidArgument", "ValueError"):
-        return ApiError(400, f"{what}: {message}")
-    if kind == "OpTimeout":
-        return ApiError(504, f"{what}: {message}")
-    if kind == "Transient":
-        return ApiError(503, f"{what}: {message}")
-    if kind in ("RPCError", "TimeoutError"):
-        return ApiError(503, f"{what}: lifecycle plane unavailable: {message}")
-    return ApiError(502, f"{what} failed: {message}")
-
-
 @router.get(
     "/{namespace}/jobs/{name}/logs",
     dependencies=[Depends(authorize("get", JOB))],
@@ -79,20 +44,13 @@ def _backend_error(exc: Exception, what: str) -> ApiError:
 )
 async def job_logs(
     request: Request,
-    namespace: str = Path(description="The job's namespace"),
-    name: str = Path(description="The job's name"),
+    at: Target = Depends(target("job")),
     tail: int | None = Query(None, ge=0, description="Only the last N lines"),
     rank: int | None = Query(None, ge=0, description="Only this replica (0-based)"),
 ) -> PlainTextResponse:
-    lifecycle = _lifecycle(request)
-    job = await handlers.get_object(get_store(request), JOB, name, namespace)
-    try:
-        text = await lifecycle.logs(job, tail, rank)
-    except ApiError:
-        raise
-    except Exception as exc:
-        log.warning("logs of job %s/%s failed: %s", namespace, name, exc)
-        raise _backend_error(exc, f"logs of job {namespace}/{name}") from exc
+    lifecycle = actions.require_lifecycle(request, _NEEDS)
+    job = await handlers.get_object(get_store(request), JOB, at.name, at.namespace)
+    text = await actions.backend_call(lifecycle.logs(job, tail, rank), f"logs of job {at}")
     return PlainTextResponse(text)
 
 
@@ -101,33 +59,17 @@ async def job_logs(
     dependencies=[Depends(authorize("update", JOB, audit_action="exec"))],
     response_model=ExecResult,
     summary="Run a command in one replica of a job",
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": ExecRequest.model_json_schema()}},
-        }
-    },
+    openapi_extra=actions.json_body_doc(ExecRequest),
 )
 async def job_exec(
     request: Request,
-    namespace: str = Path(description="The job's namespace"),
-    name: str = Path(description="The job's name"),
+    at: Target = Depends(target("job")),
 ) -> Any:
-    lifecycle = _lifecycle(request)
-    limits = get_options(request).limits
-    raw = await read_bytes(request, limits.max_bytes)
-    try:
-        body = ExecRequest.model_validate(await asyncio.to_thread(parse_json, raw, limits))
-    except ValidationError as exc:
-        raise from_validation(exc, "exec request") from exc
-    job = await handlers.get_object(get_store(request), JOB, name, namespace)
-    try:
-        result = await lifecycle.exec(job, body.command, body.rank)
-    except ApiError:
-        raise
-    except Exception as exc:
-        log.warning("exec in job %s/%s failed: %s", namespace, name, exc)
-        raise _backend_error(exc, f"exec in job {namespace}/{name}") from exc
+    lifecycle = actions.require_lifecycle(request, _NEEDS)
+    body = await actions.read_request(request, ExecRequest, "exec request")
+    job = await handlers.get_object(get_store(request), JOB, at.name, at.namespace)
+    call = lifecycle.exec(job, body.command, body.rank)
+    result = await actions.backend_call(call, f"exec in job {at}")
     return JSONResponse(
         {
             "exit_code": int(result.get("exit_code", -1)),

@@ -19,21 +19,12 @@ from skyshift.api import patches
 from skyshift.api.errors import ApiError, from_validation
 from skyshift.api.limits import DEFAULT_LIMITS, Limits
 from skyshift.api.patches import merge_patch as merge_patch  # re-exported
-from skyshift.config import schedule_min_interval
+from skyshift.api.rules import rules_of
 from skyshift.models.base import API_VERSION
 from skyshift.models.meta import now_iso
-from skyshift.models.registry import KINDS, KindInfo, UnknownKind, kind_info, parse_object
-from skyshift.models.schedule import parse_duration
+from skyshift.models.registry import KindInfo, UnknownKind, kind_info, parse_object
 
 SERVER_OWNED = ("uid", "creationTimestamp", "generation", "deletionTimestamp")
-
-# A namespace named like a kind would make ``/{namespace}/{plural}`` and ``/{plural}/{name}``
-# ambiguous (is ``/clusters/jobs`` the cluster "jobs" or the jobs of namespace "clusters"?).
-RESERVED_NAMESPACES = frozenset(
-    {n for k in KINDS for n in (k.kind.lower(), k.plural, *k.aliases)}
-    | {"healthz", "readyz", "docs", "redoc", "token", "register-user", "invite"}
-    | {"register_user", "revoke_invite", "audit", "invites"}
-)
 
 
 def _meta(data: dict[str, Any]) -> dict[str, Any]:
@@ -103,25 +94,9 @@ def validate(info: KindInfo, data: dict[str, Any]) -> dict[str, Any]:
     except ValueError as exc:
         raise ApiError(422, f"invalid {info.kind}: {exc}") from exc
     out = obj.to_dict()
-    _server_policy(info.kind, out)
+    if (check := rules_of(info).check) is not None:
+        check(out)  # what this server allows beyond what the model accepts (see rules)
     return out
-
-
-def _server_policy(kind: str, obj: dict[str, Any]) -> None:
-    """What this server allows beyond what the model accepts (the model also reads objects
-    stored under an older policy, which must stay readable)."""
-    if kind != "Schedule":
-        return
-    interval = str((obj.get("spec") or {}).get("interval") or "")
-    try:
-        minimum = schedule_min_interval()
-    except ValueError as exc:
-        raise ApiError(500, f"server misconfigured: {exc}") from None
-    if interval and parse_duration(interval) < minimum:
-        raise ApiError(
-            422, f"spec.interval: {interval} is shorter than this server allows ({minimum}s; "
-            "the admin sets SKYSHIFT_SCHEDULE_MIN_INTERVAL)", field="spec.interval",
-        )
 
 
 def prepare_create(info: KindInfo, data: dict[str, Any]) -> dict[str, Any]:
@@ -134,12 +109,8 @@ def prepare_create(info: KindInfo, data: dict[str, Any]) -> dict[str, Any]:
     meta["deletionTimestamp"] = None
     data["metadata"] = meta
     obj = validate(info, data)
-    if info.kind == "Namespace" and obj["metadata"]["name"] in RESERVED_NAMESPACES:
-        raise ApiError(
-            422,
-            f"namespace name {obj['metadata']['name']!r} is reserved (it names a kind or route)",
-            field="metadata.name",
-        )
+    if (check_new := rules_of(info).check_new) is not None:
+        check_new(obj)
     return obj
 
 
@@ -177,25 +148,11 @@ def merge_update(
                 field="spec",
                 resource_version=cur_meta.get("resourceVersion"),
             )
-        if info.kind == "Pipeline" and isinstance(old_spec, dict):
-            _check_pipeline_change(old_spec, obj["spec"])
+        check_change = rules_of(info).check_spec_change
+        if check_change is not None and isinstance(old_spec, dict):
+            check_change(old_spec, obj["spec"])
         obj["metadata"]["generation"] = int(cur_meta.get("generation") or 0) + 1
     return obj, changed
-
-
-def _check_pipeline_change(old: dict[str, Any], new: dict[str, Any]) -> None:
-    """A pipeline runs the steps it was created with: only ``cancel: true`` may change."""
-    for key in ("steps", "parameters"):
-        if old.get(key) != new.get(key):
-            raise ApiError(
-                422,
-                f"spec.{key} of a pipeline cannot change once it is created (it runs what it "
-                "was created with): create a new pipeline instead",
-                field=f"spec.{key}",
-            )
-    if old.get("cancel") and not new.get("cancel"):
-        raise ApiError(422, "a cancelled pipeline cannot be resumed: create a new one",
-                       field="spec.cancel")
 
 
 def apply_patch(

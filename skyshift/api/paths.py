@@ -4,7 +4,7 @@
 Routes are generated with the plural only (the canonical form, the one OpenAPI shows); this
 ASGI middleware rewrites a singular or short alias in the kind position before routing, the
 way ``skyctl get`` accepts them. The kind position is unambiguous because namespaces may not be
-named like a kind (see ``objects.RESERVED_NAMESPACES``).
+named like a kind (see ``rules.RESERVED_NAMESPACES``).
 """
 
 from __future__ import annotations

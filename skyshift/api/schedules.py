@@ -7,26 +7,23 @@ these two act on the Temporal Schedule through the lifecycle plane and leave the
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, field_validator
 
-from skyshift.api import handlers
-from skyshift.api.body import parse_json, read_bytes
-from skyshift.api.deps import authorize, check_spawns, get_lifecycle, get_options, get_store
-from skyshift.api.errors import ApiError, from_validation
-from skyshift.api.jobs import _backend_error
-from skyshift.api.lifecycle import Lifecycle
+from skyshift.api import actions, handlers
+from skyshift.api.actions import Target, target
+from skyshift.api.deps import authorize, check_spawns, get_store
+from skyshift.api.errors import ApiError
+from skyshift.api.rules import spawned
 from skyshift.models.registry import kind_info
 from skyshift.models.schedule import OverlapPolicy, parse_duration
 
-log = logging.getLogger(__name__)
 SCHEDULE = kind_info("schedules")
+_NEEDS = "schedules"
 router = APIRouter(tags=["Schedule"])
 MAX_BACKFILL_RUNS = 1000
 
@@ -52,14 +49,6 @@ class BackfillRequest(BaseModel):
             ) from None
 
 
-def _lifecycle(request: Request) -> Lifecycle:
-    lifecycle = get_lifecycle(request)
-    if lifecycle is None:
-        raise ApiError(503, "schedules need the lifecycle plane (Temporal), which this API "
-                       "server runs without (SKYSHIFT_LIFECYCLE=off?)")
-    return lifecycle
-
-
 def most_runs(spec: dict[str, Any], seconds: float) -> int:
     """An upper bound of the runs a schedule can have in ``seconds`` (cron: at most one a
     minute, one an hour when the minute is fixed or a macro is used)."""
@@ -72,10 +61,12 @@ def most_runs(spec: dict[str, Any], seconds: float) -> int:
     return int(seconds // max(period, 1)) + 1
 
 
-async def _schedule(request: Request, namespace: str, name: str) -> dict[str, Any]:
-    obj = await handlers.get_object(get_store(request), SCHEDULE, name, namespace)
+async def _schedule(request: Request, at: Target) -> dict[str, Any]:
+    """The schedule to run, if the caller may create what its runs create."""
+    obj = await handlers.get_object(get_store(request), SCHEDULE, at.name, at.namespace)
     if (obj.get("metadata") or {}).get("deletionTimestamp"):
-        raise ApiError(409, f"schedule {name} is being deleted", reason="Deleting")
+        raise ApiError(409, f"schedule {at.name} is being deleted", reason="Deleting")
+    await check_spawns(request, spawned(SCHEDULE, obj))
     return obj
 
 
@@ -90,17 +81,12 @@ async def _schedule(request: Request, namespace: str, name: str) -> dict[str, An
 )
 async def trigger(
     request: Request,
-    namespace: str = Path(description="The schedule's namespace"),
-    name: str = Path(description="The schedule's name"),
+    at: Target = Depends(target("schedule")),
 ) -> JSONResponse:
-    lifecycle = _lifecycle(request)
-    obj = await _schedule(request, namespace, name)
-    await check_spawns(request, "Schedule", obj)  # a run creates what the schedule spawns
-    try:
-        await lifecycle.trigger_schedule(obj)
-    except Exception as exc:
-        raise _backend_error(exc, f"trigger schedule {namespace}/{name}") from exc
-    return JSONResponse({"schedule": name, "triggered": True}, status_code=202)
+    lifecycle = actions.require_lifecycle(request, _NEEDS)
+    obj = await _schedule(request, at)
+    await actions.backend_call(lifecycle.trigger_schedule(obj), f"trigger schedule {at}")
+    return JSONResponse({"schedule": at.name, "triggered": True}, status_code=202)
 
 
 @router.post(
@@ -111,35 +97,35 @@ async def trigger(
     description=f"One run for every time the schedule would have fired from start to end "
     f"(both included), at most {MAX_BACKFILL_RUNS} runs. Needs `update` on the schedule and the "
     "rights to create what it runs (jobs; pipelines too for a pipelineTemplate).",
-    openapi_extra={"requestBody": {"required": True, "content": {
-        "application/json": {"schema": BackfillRequest.model_json_schema()}}}},
+    openapi_extra=actions.json_body_doc(BackfillRequest),
 )
 async def backfill(
     request: Request,
-    namespace: str = Path(description="The schedule's namespace"),
-    name: str = Path(description="The schedule's name"),
+    at: Target = Depends(target("schedule")),
 ) -> JSONResponse:
-    lifecycle = _lifecycle(request)
-    limits = get_options(request).limits
-    raw = await read_bytes(request, limits.max_bytes)
-    try:
-        body = BackfillRequest.model_validate(await asyncio.to_thread(parse_json, raw, limits))
-    except ValidationError as exc:
-        raise from_validation(exc, "backfill request") from exc
+    lifecycle = actions.require_lifecycle(request, _NEEDS)
+    body = await actions.read_request(request, BackfillRequest, "backfill request")
     if body.end <= body.start:
         raise ApiError(422, "end must be after start", field="end")
-    obj = await _schedule(request, namespace, name)
-    await check_spawns(request, "Schedule", obj)  # each run creates what the schedule spawns
+    obj = await _schedule(request, at)
     bound = most_runs(obj.get("spec") or {}, (body.end - body.start).total_seconds())
     if bound > MAX_BACKFILL_RUNS:
         raise ApiError(
-            422, f"this range can hold up to {bound} runs of the schedule; backfill at most "
-            f"{MAX_BACKFILL_RUNS} at a time (split the range)", field="end",
+            422,
+            f"this range can hold up to {bound} runs of the schedule; backfill at most "
+            f"{MAX_BACKFILL_RUNS} at a time (split the range)",
+            field="end",
         )
-    try:
-        await lifecycle.backfill_schedule(obj, body.start, body.end, body.overlapPolicy)
-    except Exception as exc:
-        raise _backend_error(exc, f"backfill schedule {namespace}/{name}") from exc
-    return JSONResponse({"schedule": name, "start": body.start.isoformat(),
-                         "end": body.end.isoformat(), "overlapPolicy": body.overlapPolicy},
-                        status_code=202)
+    what = f"backfill schedule {at}"
+    await actions.backend_call(
+        lifecycle.backfill_schedule(obj, body.start, body.end, body.overlapPolicy), what
+    )
+    return JSONResponse(
+        {
+            "schedule": at.name,
+            "start": body.start.isoformat(),
+            "end": body.end.isoformat(),
+            "overlapPolicy": body.overlapPolicy,
+        },
+        status_code=202,
+    )

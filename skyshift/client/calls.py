@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import inspect
 import json
 import re
+import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
@@ -21,6 +23,7 @@ from typing import Any, Generic, Literal, TypeVar
 import httpx
 
 from skyshift.client.base import (
+    DEFAULT_TIMEOUT,
     JSON_PATCH,
     MERGE_PATCH,
     Pager,
@@ -43,6 +46,15 @@ from skyshift.client.paths import (
     to_manifest,
 )
 from skyshift.client.types import ApplyResult, DeleteResult, ExecResult
+from skyshift.client.waiting import (
+    WATCH_PAUSE,
+    Follow,
+    Pause,
+    WaitFor,
+    deleted_while_waiting,
+    parse_for,
+    timed_out,
+)
 from skyshift.models import SkyObject
 
 KindArg = str | type[SkyObject]
@@ -82,13 +94,16 @@ class Finished(Generic[T]):
     value: T
 
 
-#: A call: yields requests, is sent their responses, returns its result.
-Op = Generator[Request, httpx.Response, T]
+#: What a call asks its client to do: send a request (and be sent the response), or, in a
+#: wait, follow a watch or pause (and be sent None).
+Step = Request | Follow | Pause
+#: A call: yields steps, is sent the responses to its requests, returns its result.
+Op = Generator[Step, httpx.Response, T]
 #: What a call is resumed with: the response, the failure to reach the server, or None to start.
 Reply = httpx.Response | ApiError | None
 
 
-def step(op: Op[T], reply: Reply) -> Request | Finished[T]:
+def step(op: Op[T], reply: Reply) -> Step | Finished[T]:
     """Resume ``op`` with the reply to its last request: its next request, or its result."""
     try:
         if isinstance(reply, ApiError):
@@ -117,6 +132,19 @@ def unreachable(exc: httpx.TransportError, server: str) -> ApiError:
     return error
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def public_method(method: F, op: Callable[..., Any]) -> F:
+    """``method``, which carries out the call ``op``, named and documented as its public
+    method (``_create_op`` -> ``create``), with ``op``'s parameters for ``help()``."""
+    method.__name__ = method.__qualname__ = op.__name__.removeprefix("_").removesuffix("_op")
+    method.__doc__ = op.__doc__
+    signature = inspect.signature(op).replace(return_annotation=inspect.Signature.empty)
+    method.__signature__ = signature  # type: ignore[attr-defined]
+    return method
+
+
 @contextlib.contextmanager
 def watch_errors(server: str) -> Iterator[None]:
     """Around a watch stream: a read that waits past the watch's timeout ends it quietly; not
@@ -129,7 +157,10 @@ def watch_errors(server: str) -> Iterator[None]:
         raise error_from_transport(exc, server) from exc
 
 
-class Calls:
+TransportT = TypeVar("TransportT")
+
+
+class Calls(Generic[TransportT]):
     """The calls of :class:`~skyshift.client.SkyShiftClient`, shared with its async twin.
 
     ``server``, ``namespace`` (the default of calls that name none) and ``timeout`` are the
@@ -144,15 +175,27 @@ class Calls:
     #: cluster that does not exist); None ignores them.
     on_warning: Callable[[str], None] | None = None
 
-    def _settle(
-        self, server: str | None, token: str | None, timeout: float, namespace: str | None
-    ) -> dict[str, Any]:
-        """Resolve the settings; returns the arguments of the httpx client (but transport)."""
+    def __init__(
+        self,
+        server: str | None = None,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        namespace: str | None = None,
+        transport: TransportT | None = None,
+    ) -> None:
+        """``server``: base URL (default: ``SKYSHIFT_SERVER``, else the current context of the
+        config file). ``namespace``: used when a call names none (default: the context's
+        namespace). ``transport`` lets tests plug in an ``httpx.MockTransport``."""
         target = resolve_target(server, token, namespace)
         self.server = target.server
         self.namespace = target.namespace
         self.timeout = timeout
-        return {"base_url": self.server, "headers": headers_for(target.token), "timeout": timeout}
+        headers = headers_for(target.token)
+        self._connect({"base_url": self.server, "headers": headers, "timeout": timeout}, transport)
+
+    def _connect(self, settings: dict[str, Any], transport: TransportT | None) -> None:
+        """Make the client's httpx client from ``settings`` (its keyword arguments)."""
+        raise NotImplementedError
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -182,10 +225,11 @@ class Calls:
 
     # -- objects --------------------------------------------------------------------------------
 
-    def _create_op(self, obj: Manifest, namespace: str | None) -> Op[dict[str, Any]]:
-        """POST; when the connection is lost after it was sent (outcome unknown), POST again:
-        creates are idempotent by name, so a 409 then means the first one may have worked, and
-        the object found under the name tells (:func:`_created_by_us`)."""
+    def _create_op(self, obj: Manifest, namespace: str | None = None) -> Op[dict[str, Any]]:
+        """Create an object; 409 (AlreadyExists) if the name is taken."""
+        # POST; when the connection is lost after it was sent (outcome unknown), POST again:
+        # creates are idempotent by name, so a 409 then means the first one may have worked,
+        # and the object found under the name tells (_created_by_us).
         data = to_manifest(obj)
         info, name, ns = manifest_target(data, namespace or self.namespace)
         path = collection_path(info, ns)
@@ -206,7 +250,12 @@ class Calls:
         return (yield from self._created_by_us(data, info.kind, name, ns, conflict))
 
     def _created_by_us(
-        self, sent: dict[str, Any], kind: str, name: str, ns: str | None, conflict: ApiError,
+        self,
+        sent: dict[str, Any],
+        kind: str,
+        name: str,
+        ns: str | None,
+        conflict: ApiError,
     ) -> Op[dict[str, Any]]:
         """After a lost answer and a 409 on the retry: the object if it is the one we sent,
         else the conflict, saying that what exists under the name is not what was sent."""
@@ -218,24 +267,32 @@ class Calls:
             return current
         where = f" in namespace {ns}" if ns else ""
         raise ApiError(
-            409, "AlreadyExists",
+            409,
+            "AlreadyExists",
             f"{kind} {name} already exists{where} with another spec, labels or annotations than "
             "this request sent (the connection was lost before the server answered the first "
             "try, and the retry found it): it was not created by this request",
         ) from conflict
 
-    def _get_op(self, kind: KindArg, name: str, namespace: str | None) -> Op[dict[str, Any]]:
+    def _get_op(self, kind: KindArg, name: str, namespace: str | None = None) -> Op[dict[str, Any]]:
+        """The object ``name`` of ``kind``."""
         path = object_path(resolve_kind(kind), name, namespace or self.namespace)
         return (yield from self._obj_op("GET", path))
 
     def _list_op(
         self,
         kind: KindArg,
-        namespace: str | None,
-        label_selector: str | Mapping[str, str] | None,
-        limit: int | None,
-        follow: bool,
+        namespace: str | None = None,
+        label_selector: str | Mapping[str, str] | None = None,
+        limit: int | None = None,
+        follow: bool = True,
     ) -> Op[dict[str, Any]]:
+        """List objects as ``{"kind": "JobList", "metadata": {...}, "items": [...]}``.
+
+        ``namespace``: None means the client's namespace, ``"all"`` every namespace (ignored for
+        cluster-scoped kinds). ``limit`` is the page size; all pages are fetched unless
+        ``follow=False`` (then ``metadata.continue`` holds the next page's token).
+        """
         info = resolve_kind(kind)
         path = collection_path(info, list_namespace(info, namespace, self.namespace))
         pager = Pager(info, limit, selector_string(label_selector))
@@ -243,7 +300,8 @@ class Calls:
             pass
         return pager.result(follow)
 
-    def _update_op(self, obj: Manifest, namespace: str | None) -> Op[dict[str, Any]]:
+    def _update_op(self, obj: Manifest, namespace: str | None = None) -> Op[dict[str, Any]]:
+        """Replace an object (PUT). A stale ``metadata.resourceVersion`` gets 409 Conflict."""
         data = to_manifest(obj)
         info, name, ns = manifest_target(data, namespace or self.namespace)
         return (yield from self._obj_op("PUT", object_path(info, name, ns), body=data))
@@ -254,8 +312,9 @@ class Calls:
         name: str,
         namespace: str | None,
         patch: Mapping[str, Any] | Sequence[Mapping[str, Any]],
-        type: PatchType | None,
+        type: PatchType | None = None,
     ) -> Op[dict[str, Any]]:
+        """JSON Patch (a list of operations) or JSON Merge Patch (a dict); inferred if not given."""
         info = resolve_kind(kind)
         kind_of_patch = type or ("merge" if isinstance(patch, Mapping) else "json")
         ctype = MERGE_PATCH if kind_of_patch == "merge" else JSON_PATCH
@@ -263,16 +322,21 @@ class Calls:
         path = object_path(info, name, namespace or self.namespace)
         return (yield from self._obj_op("PATCH", path, body=body, content_type=ctype))
 
-    def _delete_op(self, kind: KindArg, name: str, namespace: str | None) -> Op[DeleteResult]:
+    def _delete_op(
+        self, kind: KindArg, name: str, namespace: str | None = None
+    ) -> Op[DeleteResult]:
+        """Delete; ``result.pending`` is true when a lifecycle is tearing the object down (202)."""
         info = resolve_kind(kind)
         path = object_path(info, name, namespace or self.namespace)
         resp = yield from self._send_op("DELETE", path)
         data = decode(resp)
         return DeleteResult(resp.status_code, data if isinstance(data, dict) else None)
 
-    def _apply_op(
-        self, obj: Manifest, namespace: str | None, again: bool = True,
-    ) -> Op[ApplyResult]:
+    def _apply_op(self, obj: Manifest, namespace: str | None = None) -> Op[ApplyResult]:
+        """Create, or update the spec/labels/annotations of an existing object (kubectl-style)."""
+        return (yield from self._apply_once(obj, namespace, again=True))
+
+    def _apply_once(self, obj: Manifest, namespace: str | None, again: bool) -> Op[ApplyResult]:
         data = to_manifest(obj)
         info, name, ns = manifest_target(data, namespace or self.namespace)
         try:
@@ -280,7 +344,7 @@ class Calls:
             return ApplyResult("created", created)
         except ApiError as exc:
             if exc.outcome_unknown and again:  # apply is idempotent: do it once more
-                return (yield from self._apply_op(data, ns, again=False))
+                return (yield from self._apply_once(data, ns, again=False))
             if exc.status != 409:
                 raise
             try:
@@ -293,9 +357,48 @@ class Calls:
         updated = yield from self._obj_op("PUT", object_path(info, name, ns), body=body)
         return ApplyResult("configured", updated)
 
-    def _wait_subject(self, kind: KindArg, name: str) -> str:
-        """``job train``: how a wait names what it waits for."""
-        return f"{resolve_kind(kind).kind.lower()} {name}"
+    def _wait_op(
+        self,
+        kind: KindArg,
+        name: str,
+        namespace: str | None = None,
+        until: str | WaitFor = "phase=Succeeded",
+        timeout: float = 60.0,
+    ) -> Op[dict[str, Any] | None]:
+        """Wait until the object reaches a phase (``until="phase=Running"``) or is gone
+        (``until="delete"``), following the API's watch; returns the object (None once deleted).
+
+        Raises :class:`ApiError` with reason ``Timeout`` after ``timeout`` seconds, and with
+        ``NotFound`` if the object is missing (or deleted) while a phase is awaited.
+        """
+        cond, what = parse_for(until), f"{resolve_kind(kind).kind.lower()} {name}"
+        deadline = time.monotonic() + timeout
+        try:
+            last: dict[str, Any] | None = yield from self._get_op(kind, name, namespace)
+        except ApiError as exc:
+            if exc.not_found and cond.delete:
+                return None
+            raise
+        while last is not None and not cond.met(last):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise timed_out(what, cond, timeout, last)
+            rv = (last.get("metadata") or {}).get("resourceVersion")
+            args = {
+                "kind": kind,
+                "name": name,
+                "namespace": namespace,
+                "resource_version": rv,
+                "timeout": left,
+            }
+            follow = Follow(args, cond, last)
+            yield follow
+            last = follow.last
+            if not follow.seen:  # the stream ended early and empty: look again, without spinning
+                yield Pause(min(WATCH_PAUSE, max(deadline - time.monotonic(), 0)))
+        if last is None and not cond.delete:
+            raise deleted_while_waiting(what, cond)
+        return last
 
     def _watch_args(
         self,
@@ -323,7 +426,8 @@ class Calls:
 
     # -- jobs -----------------------------------------------------------------------------------
 
-    def _logs_op(self, name: str, namespace: str | None, tail: int | None) -> Op[str]:
+    def _logs_op(self, name: str, namespace: str | None = None, tail: int | None = None) -> Op[str]:
+        """The job's logs as text (``tail``: last N lines)."""
         params = {"tail": str(tail)} if tail is not None else None
         path = object_path(resolve_kind("jobs"), name, namespace or self.namespace) + "/logs"
         data = yield from self._call_op("GET", path, params=params)
@@ -335,19 +439,50 @@ class Calls:
         self,
         name: str,
         command: builtins.list[str] | tuple[str, ...],
-        namespace: str | None,
-        rank: int,
+        namespace: str | None = None,
+        rank: int = 0,
     ) -> Op[ExecResult]:
+        """Run ``command`` in replica ``rank`` of a job; returns its exit code and output."""
         path = object_path(resolve_kind("jobs"), name, namespace or self.namespace) + "/exec"
         body = {"command": list(command), "rank": rank}
         return exec_result((yield from self._call_op("POST", path, body=body)))
 
     # -- schedules ------------------------------------------------------------------------------
 
+    def _trigger_schedule_op(self, name: str, namespace: str | None = None) -> Op[dict[str, Any]]:
+        """Run a schedule now (even while it is paused)."""
+        return (yield from self._schedule_op(name, namespace, "trigger"))
+
+    def _backfill_schedule_op(
+        self,
+        name: str,
+        start: str,
+        end: str,
+        namespace: str | None = None,
+        overlap: str = "AllowAll",
+    ) -> Op[dict[str, Any]]:
+        """Run a schedule for every time it would have fired from ``start`` to ``end`` (RFC 3339,
+        both included)."""
+        body = {"start": start, "end": end, "overlapPolicy": overlap}
+        return (yield from self._schedule_op(name, namespace, "backfill", body))
+
     def _schedule_op(
-        self, name: str, namespace: str | None, action: str,
+        self,
+        name: str,
+        namespace: str | None,
+        action: str,
         body: dict[str, Any] | None = None,
     ) -> Op[dict[str, Any]]:
         path = object_path(resolve_kind("schedules"), name, namespace or self.namespace)
         data = yield from self._call_op("POST", f"{path}/{action}", body=body)
         return dict(data or {})
+
+    # -- server ---------------------------------------------------------------------------------
+
+    def _healthz_op(self) -> Op[Any]:
+        """The server's liveness answer; raises :class:`ApiError` if it is down or unhealthy."""
+        return (yield from self._call_op("GET", "/healthz"))
+
+    def _readyz_op(self) -> Op[Any]:
+        """The server's readiness answer (etcd, Temporal); an :class:`ApiError` if not ready."""
+        return (yield from self._call_op("GET", "/readyz"))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skyshift.client.errors import TIMEOUT, ApiError
+from skyshift.client.types import WatchEvent
 
 #: Pause before watching again when a watch stream ended without an event (it normally lasts
 #: until its timeout; this keeps a server that closes streams early from being hammered).
@@ -54,9 +55,37 @@ def parse_for(text: str | WaitFor) -> WaitFor:
         return WaitFor()
     m = _PHASE.fullmatch(value)
     if not m:
-        raise ValueError(f"cannot wait for {value!r}: use phase=<Phase> (e.g. phase=Succeeded) "
-                         "or delete")
+        raise ValueError(
+            f"cannot wait for {value!r}: use phase=<Phase> (e.g. phase=Succeeded) or delete"
+        )
     return WaitFor(m.group(1))
+
+
+@dataclass
+class Follow:
+    """A step of a wait: watch the object (``watch_args``: the keyword arguments of the
+    client's ``watch``) until :meth:`take` says the wait is decided or the stream ends."""
+
+    watch_args: dict[str, Any]
+    cond: WaitFor
+    last: dict[str, Any] | None
+    seen: bool = False
+
+    def take(self, event: WatchEvent) -> bool:
+        """Note one event; True when the wait is decided (met, or the object is gone)."""
+        self.seen = True
+        if event.type == "DELETED":
+            self.last = None
+        elif event.type in ("ADDED", "MODIFIED"):
+            self.last = event.object
+        return self.last is None or self.cond.met(self.last)
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A step of a wait: sleep this many seconds before watching again."""
+
+    seconds: float
 
 
 def phase_of(obj: dict[str, Any] | None) -> str:
@@ -68,9 +97,13 @@ def phase_of(obj: dict[str, Any] | None) -> str:
 def timed_out(what: str, cond: WaitFor, timeout: float, last: dict[str, Any] | None) -> ApiError:
     """The error of a wait that ran out of time, naming where the object stood."""
     where = "it still exists" if cond.delete else f"its phase is {phase_of(last)}"
-    return ApiError(0, TIMEOUT, f"timed out after {timeout:g}s waiting for {what} to reach "
-                    f"{cond}: {where}" if not cond.delete else
-                    f"timed out after {timeout:g}s waiting for {what} to be deleted: {where}")
+    return ApiError(
+        0,
+        TIMEOUT,
+        f"timed out after {timeout:g}s waiting for {what} to reach {cond}: {where}"
+        if not cond.delete
+        else f"timed out after {timeout:g}s waiting for {what} to be deleted: {where}",
+    )
 
 
 def deleted_while_waiting(what: str, cond: WaitFor) -> ApiError:

@@ -1,6 +1,9 @@
 """The kinds SkyShift knows: plural names, aliases, scope, and manifest parsing.
 
 API routes, the CLI's kind arguments and the store's key layout all come from this one table.
+What the API does differently per kind is registered beside it, keyed by ``KindInfo.kind``, in
+the API layer (which this layer may not import): ``skyshift.api.policies`` (who may write what,
+delete refusals, extra routes, OpenAPI texts) and ``skyshift.api.rules`` (object checks).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from datetime import timedelta
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError, TimeoutError, TimeoutType
 
-from skyshift.api.jobs import _backend_error
+from skyshift.api.actions import backend_error as _backend_error
 from skyshift.compat.errors import NotFound, Transient
 from skyshift.contract.jobs import ReplicaOpInput
 from skyshift.lifecycle.starter import LOGS_BUDGET, OpTimeout, _op_failure

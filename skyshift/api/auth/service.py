@@ -172,6 +172,16 @@ class AuthService:
 
     async def check_role_write(self, who: Principal, role: dict[str, Any]) -> None:
         """403 unless ``who`` holds everything the role it writes would grant."""
+        await self._check_grants(who, role, "write a role granting more than it holds")
+
+    async def check_role_replace(self, who: Principal, current: dict[str, Any]) -> None:
+        """403 unless ``who`` holds everything the stored role grants: nobody may overwrite or
+        delete a role they could not have written (e.g. empty out ``admin``)."""
+        what = f"change or delete role {rbac.role_name(current)}, which grants more than it holds"
+        await self._check_grants(who, current, what)
+
+    async def _check_grants(self, who: Principal, role: dict[str, Any], what: str) -> None:
+        """403 (``who`` may not ``what``) unless ``who`` holds everything ``role`` grants."""
         if who.unrestricted:
             return
         spec = role.get("spec") if isinstance(role.get("spec"), dict) else {}
@@ -179,23 +189,7 @@ class AuthService:
         if missing:
             raise ApiError(
                 403,
-                f"forbidden: user {who.name} may not write a role granting more than it holds "
-                f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''})",
-                field="spec.rules",
-            )
-
-    async def check_role_replace(self, who: Principal, current: dict[str, Any]) -> None:
-        """403 unless ``who`` holds everything the stored role grants: nobody may overwrite or
-        delete a role they could not have written (e.g. empty out ``admin``)."""
-        if who.unrestricted:
-            return
-        spec = current.get("spec") if isinstance(current.get("spec"), dict) else {}
-        missing = rbac.missing_grants(await self.directory.roles(), who.name, spec or {})
-        if missing:
-            raise ApiError(
-                403,
-                f"forbidden: user {who.name} may not change or delete role "
-                f"{rbac.role_name(current)}, which grants more than it holds "
+                f"forbidden: user {who.name} may not {what} "
                 f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''})",
                 field="spec.rules",
             )
