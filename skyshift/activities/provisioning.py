@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 ProvisionerFactory = Callable[[], Provisioner]
 
-_BUILTIN: dict[str, str] = {"skypilot": "skyshift.compat.skypilot_client:SkyPilotClient"}
+_BUILTIN: dict[str, str] = {"skypilot": "skyshift.compat.skypilot.client:SkyPilotClient"}
 _REGISTRY: dict[str, ProvisionerFactory] = {}
 WRITE_EVERY = 1.0  # seconds between two progress writes
 BEAT_EVERY = 1.0  # also how soon the first progress line is written

@@ -80,11 +80,11 @@ ManagerFactory = Callable[[str, dict[str, Any]], ClusterManager]
 
 # manager name -> "module:attribute" of a class or function taking (name, config)
 _BUILTIN: dict[str, str] = {
-    "local": "skyshift.compat.local:LocalManager",
-    "slurm": "skyshift.compat.slurm:SlurmManager",
-    "k8": "skyshift.compat.kubernetes:KubernetesManager",
-    "ray": "skyshift.compat.ray_jobs:RayManager",
-    "skypilot": "skyshift.compat.skypilot:SkyPilotManager",
+    "local": "skyshift.compat.local.adapter:LocalManager",
+    "slurm": "skyshift.compat.slurm.adapter:SlurmManager",
+    "k8": "skyshift.compat.kubernetes.adapter:KubernetesManager",
+    "ray": "skyshift.compat.ray.adapter:RayManager",
+    "skypilot": "skyshift.compat.skypilot.adapter:SkyPilotManager",
 }
 _REGISTRY: dict[str, ManagerFactory] = {}
 

@@ -28,10 +28,10 @@ import asyncio
 import contextlib
 from typing import Any
 
-from skyshift.compat import kubernetes_objects as ko
 from skyshift.compat.errors import NotFound, Permanent, Transient
-from skyshift.compat.kubernetes_api import Conflict, KubeApi, KubeSettings
-from skyshift.compat.kubernetes_slices import KubeSlices
+from skyshift.compat.kubernetes import objects as ko
+from skyshift.compat.kubernetes.api import Conflict, KubeApi, KubeSettings
+from skyshift.compat.kubernetes.slices import KubeSlices
 from skyshift.compat.types import SERVICE_TYPES, ServicePort, ServiceSpec, ServiceStatus
 
 Obj = dict[str, Any]

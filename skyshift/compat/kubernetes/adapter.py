@@ -49,12 +49,12 @@ from kubernetes.client import CoreV1Api
 from kubernetes.stream import stream as k8s_stream
 from kubernetes.stream.ws_client import ERROR_CHANNEL
 
-from skyshift.compat import kubernetes_objects as ko
 from skyshift.compat.errors import CompatError, NotFound, Permanent, Transient, Unsupported
-from skyshift.compat.kubernetes_api import Conflict, KubeApi, KubeSettings, list_contexts, translate
-from skyshift.compat.kubernetes_informer import ReplicaCache, replica_of, statuses
-from skyshift.compat.kubernetes_services import KubeServices
-from skyshift.compat.kubernetes_usage import ACTIVE, PodUsage, Reflector, slim_node
+from skyshift.compat.kubernetes import objects as ko
+from skyshift.compat.kubernetes.api import Conflict, KubeApi, KubeSettings, list_contexts, translate
+from skyshift.compat.kubernetes.informer import ReplicaCache, replica_of, statuses
+from skyshift.compat.kubernetes.services import KubeServices
+from skyshift.compat.kubernetes.usage import ACTIVE, PodUsage, Reflector, slim_node
 from skyshift.compat.types import (
     RUNNING,
     ClusterState,

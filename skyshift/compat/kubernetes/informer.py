@@ -18,14 +18,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from skyshift.compat.kubernetes_objects import (
+from skyshift.compat.kubernetes.objects import (
     REPLICA,
     Obj,
     best_pod,
     deployment_placeholder,
     pod_status,
 )
-from skyshift.compat.kubernetes_watch import WatchLoop, WatchStream
+from skyshift.compat.kubernetes.watch import WatchLoop, WatchStream
 from skyshift.compat.types import ReplicaStatus
 
 TOMBSTONE_TTL = 120.0  # seconds the pods of a deleted replica stay hidden at most

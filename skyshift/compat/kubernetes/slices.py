@@ -22,9 +22,9 @@ import contextlib
 import ipaddress
 from typing import Any
 
-from skyshift.compat import kubernetes_objects as ko
 from skyshift.compat.errors import NotFound
-from skyshift.compat.kubernetes_api import Conflict, KubeApi
+from skyshift.compat.kubernetes import objects as ko
+from skyshift.compat.kubernetes.api import Conflict, KubeApi
 from skyshift.compat.types import ServiceSpec
 
 Obj = dict[str, Any]

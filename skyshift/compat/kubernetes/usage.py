@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from skyshift.compat.kubernetes_watch import WatchLoop, WatchStream
+from skyshift.compat.kubernetes.watch import WatchLoop, WatchStream
 
 Obj = dict[str, Any]
 ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"

@@ -56,7 +56,7 @@ from typing import Any, TypeVar
 
 from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
 from skyshift.compat.name_locks import NameLocks
-from skyshift.compat.ray_map import (
+from skyshift.compat.ray.map import (
     RayMeta,
     classify,
     current,

@@ -67,9 +67,9 @@ from typing import Any
 
 from skyshift.compat.errors import NotFound, Permanent, Transient
 from skyshift.compat.name_locks import NameLocks
-from skyshift.compat.slurm_config import SlurmConfig
-from skyshift.compat.slurm_gate import Coalescer, Gate
-from skyshift.compat.slurm_parse import (
+from skyshift.compat.slurm.config import SlurmConfig
+from skyshift.compat.slurm.gate import Coalescer, Gate
+from skyshift.compat.slurm.parse import (
     Outcome,
     Record,
     ReplicaMeta,
@@ -90,8 +90,8 @@ from skyshift.compat.slurm_parse import (
     strip_srun_noise,
     validate_spec,
 )
-from skyshift.compat.slurm_runner import LocalRunner, Result, SshRunner
-from skyshift.compat.slurm_squeue import PendingJob, parse_squeue, squeue_argv
+from skyshift.compat.slurm.runner import LocalRunner, Result, SshRunner
+from skyshift.compat.slurm.squeue import PendingJob, parse_squeue, squeue_argv
 from skyshift.compat.types import (
     FAILED,
     PENDING,

@@ -1,0 +1,1 @@
+"""The ray cluster manager."""

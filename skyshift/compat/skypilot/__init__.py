@@ -1,0 +1,1 @@
+"""The skypilot cluster manager."""

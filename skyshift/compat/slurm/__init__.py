@@ -1,0 +1,1 @@
+"""The slurm cluster manager."""
