@@ -38,6 +38,7 @@ from skyshift.api.metrics import MetricsMiddleware
 from skyshift.api.paths import KindPathMiddleware
 from skyshift.api.routes import kind_router
 from skyshift.api.watch import WatchOptions
+from skyshift.compat import registry  # noqa: F401  (declares the managers spec.manager accepts)
 from skyshift.config import Settings
 from skyshift.console import routes as console_routes
 from skyshift.models.registry import API_KINDS
