@@ -12,9 +12,9 @@ Mapping:
   second is refused (Permanent) rather than silently taking over the first.
 * selector: the service's selector plus ``skyshift.io/managed-by=skyshift`` and
   ``skyshift.io/namespace=<ns>``, so it selects only SkyShift pods of its own namespace (job
-  labels are copied onto every pod, see ``kubernetes_objects.replica_labels``).
+  labels are copied onto every pod, see ``objects.replica_labels``).
 * a linked copy (``ServiceSpec.linked``: the service on a cluster linked with its primary) has
-  no selector; every address it fronts is in SkyShift's EndpointSlices (``kubernetes_slices``).
+  no selector; every address it fronts is in SkyShift's EndpointSlices (``slices``).
 * ports: ``port``/``targetPort``/``protocol``, and ``nodePort`` for NodePort and LoadBalancer.
 * apply is idempotent by name: create, or replace the spec of the existing Service while keeping
   what Kubernetes allocated (clusterIP, node ports of unchanged ports).

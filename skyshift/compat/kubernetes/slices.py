@@ -47,7 +47,7 @@ def family(host: str) -> str | None:
 
 
 def port_names(spec: ServiceSpec) -> dict[int, str]:
-    """Target port -> the Service port name (as ``kubernetes_services.service_manifest``)."""
+    """Target port -> the Service port name (as ``services.service_manifest``)."""
     return {p.target_port or p.port: f"{p.protocol.lower()}-{p.port}" for p in spec.ports}
 
 

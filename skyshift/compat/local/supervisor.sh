@@ -1,5 +1,5 @@
 # The supervisor of one local replica (see skyshift/compat/local/proc.py, which starts it as
-#   /bin/sh local_supervisor.sh <replica dir> <cwd> <epoch> <env tool or ""> <argv...>
+#   /bin/sh supervisor.sh <replica dir> <cwd> <epoch> <env tool or ""> <argv...>
 # in a new session). POSIX sh only: it runs under dash.
 #
 # It forks the supervisor proper and exits once the pid file is written (the pipe to `read`

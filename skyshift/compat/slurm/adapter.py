@@ -1,7 +1,7 @@
 """The ``slurm`` cluster manager: replicas are Slurm batch jobs, driven by Slurm's own commands.
 
-Commands run locally or on a login node over SSH (``slurm_runner``) and their JSON is read by
-``slurm_parse``; nothing here needs sacct, pyslurm or ``scontrol --json`` (absent in 22.05).
+Commands run locally or on a login node over SSH (``runner``) and their JSON is read by
+``parse``; nothing here needs sacct, pyslurm or ``scontrol --json`` (absent in 22.05).
 
 Config (``Cluster.spec.config``)::
 
@@ -40,14 +40,14 @@ writes ``<job id> <exit code> <epoch>`` to ``<name>.exit``; the submit step writ
 (metadata and job id). ``replicas()`` is one ``squeue`` plus one read of those records: squeue
 gives live states, the records keep finished replicas (and their exit codes) after Slurm forgets
 them (``MinJobAge``), until ``delete``. So statuses never depend on accounting. The queue is read
-as compact text (``slurm_squeue``), never ``squeue --json``: that is ~4 KB per job and cannot
+as compact text (``squeue``), never ``squeue --json``: that is ~4 KB per job and cannot
 be filtered by name in 22.05.
 
 Idempotency: a submit first looks at the records and squeue *for the names it submits*; a
 replica with that name and an attempt >= the requested one is adopted, a higher attempt cancels
 what is left of the old one and submits again. Submits of different names run side by side (one
 lock per name, lookups of concurrent submits shared, at most ``sbatch_concurrency`` sbatch at
-once); a delete runs alone (``slurm_gate``) but does not hold up ``replicas()``, which leaves
+once); a delete runs alone (``gate``) but does not hold up ``replicas()``, which leaves
 out the names being deleted. ``exec`` runs ``srun --jobid=<id> --overlap`` in
 a running replica's allocation (with the env vars read back from its batch script). Slurm has
 no services: ``apply_service``/``delete_service`` raise ``Unsupported``, which a Service's
