@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
+from skyshift.compat.fit import check_fits
 from skyshift.compat.name_locks import NameLocks
 from skyshift.compat.ray.map import (
     RayMeta,
@@ -295,17 +296,8 @@ class RayManager:
         return _dump(info)
 
     def _check_fits(self, spec: ReplicaSpec) -> None:
-        nodes = self._nodes_seen or []
-        if not nodes:
-            return
-        request = reservation(RayMeta.of(spec), self._custom)
-        if any(request.fits_in(n.capacity) for n in nodes):
-            return
-        biggest = max(nodes, key=lambda n: (n.capacity.cpus, n.capacity.memory))
-        raise Permanent(
-            f"replica {spec.name} can never fit a node of Ray cluster {self.name} "
-            f"(largest node {biggest.name}: {'; '.join(request.shortfall(biggest.capacity))})"
-        )
+        check_fits(spec.name, reservation(RayMeta.of(spec), self._custom),
+                   self._nodes_seen or [], f"Ray cluster {self.name}")
 
     async def _submit_one(self, spec: ReplicaSpec,
                           have: tuple[RayMeta, ReplicaStatus, str] | None) -> ReplicaStatus:

@@ -66,6 +66,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from skyshift.compat.errors import NotFound, Permanent, Transient
+from skyshift.compat.fit import check_fits
 from skyshift.compat.name_locks import NameLocks
 from skyshift.compat.slurm.config import SlurmConfig
 from skyshift.compat.slurm.gate import Coalescer, Gate
@@ -496,17 +497,8 @@ class SlurmManager:
             f"(cancelled, timed out or its node failed)"))
 
     def _check_fits(self, spec: ReplicaSpec, nodes: list[SlurmNode]) -> None:
-        if not nodes:
-            return
-        request = spec.resources
-        if any(request.fits_in(n.capacity) for n in nodes):
-            return
-        biggest = max(nodes, key=lambda n: (n.capacity.cpus, n.capacity.memory))
-        raise Permanent(
-            f"replica {spec.name} can never fit a node of Slurm cluster {self.name} "
-            f"(partition {self.partition}; largest node {biggest.name}: "
-            f"{'; '.join(request.shortfall(biggest.capacity))})"
-        )
+        check_fits(spec.name, spec.resources, nodes, f"Slurm cluster {self.name}",
+                   f"partition {self.partition}; ")
 
     async def _submit_one(self, spec: ReplicaSpec, jobs: list[SlurmJob],
                           records: dict[str, Record], max_id: int) -> ReplicaStatus:
