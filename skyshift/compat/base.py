@@ -13,12 +13,11 @@ puts a factory in front of that (tests, or a plugin replacing a built-in adapter
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from skyshift.compat.errors import Permanent
-from skyshift.compat.kind import kinds, manager_kind
+from skyshift.compat.kind import kinds, load, manager_kind
 from skyshift.compat.types import ClusterState, ExecResult, ReplicaSpec, ReplicaStatus
 
 
@@ -100,8 +99,7 @@ def _lookup(manager: str) -> ManagerFactory:
         raise Permanent(
             f"unknown cluster manager {manager!r}; known: {', '.join(known_managers())}"
         )
-    module_name, _, attr = kind.adapter.partition(":")
-    factory: ManagerFactory = getattr(importlib.import_module(module_name), attr)
+    factory: ManagerFactory = load(kind.adapter)
     _REGISTRY[manager] = factory
     return factory
 

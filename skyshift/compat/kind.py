@@ -10,8 +10,9 @@ Ray. ``compat/registry.py`` lists the built-in ones; a plugin calls :func:`add_m
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from skyshift.models import managers
@@ -36,6 +37,9 @@ class ManagerKind:
     fill: ConfigFill = field(default=no_fill)
     # why its clusters have no services (the adapter does not implement ServiceManager)
     no_services: str = ""
+    # "module:attribute" of the Provisioner that launches its spec.provision clusters; a manager
+    # with one is the one ClusterSpec gives provisioned clusters (names.provisions)
+    provisioner: str = ""
 
     @property
     def name(self) -> str:
@@ -49,7 +53,7 @@ def add_manager(kind: ManagerKind) -> None:
     """Make the manager known: valid in ``spec.manager``, built by ``create_manager``, its config
     filled by :func:`fill_config`."""
     _KINDS[kind.name] = kind
-    managers.declare(kind.names)
+    managers.declare(replace(kind.names, provisions=bool(kind.provisioner)))
 
 
 def manager_kind(name: str) -> ManagerKind | None:
@@ -59,6 +63,12 @@ def manager_kind(name: str) -> ManagerKind | None:
 def kinds() -> list[ManagerKind]:
     """The known managers, in the order they were added."""
     return list(_KINDS.values())
+
+
+def load(target: str) -> Any:
+    """The attribute a ``"module:attribute"`` target names, its module imported now."""
+    module_name, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
 
 
 def fill_config(manager: str, spec: Obj, status: Obj) -> Obj:

@@ -1,4 +1,4 @@
-"""The ``ray`` adapter's pure mapping (``compat.ray_map``): metadata round trip, Jobs API
+"""The ``ray`` adapter's pure mapping (``compat.ray.map``): metadata round trip, Jobs API
 statuses -> replica states, entrypoint resources, node capacity, log filtering, errors.
 
 The job dicts are shaped like ``JobDetails.model_dump()`` of Ray 2.60 as seen from a real head

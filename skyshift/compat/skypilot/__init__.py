@@ -14,9 +14,10 @@ def _fill(spec: Obj, status: Obj) -> Obj:
 
 
 MANAGER = ManagerKind(
-    names=ManagerNames("skypilot", aliases=("sky",), provisions=True),
+    names=ManagerNames("skypilot", aliases=("sky",)),
     adapter="skyshift.compat.skypilot.adapter:SkyPilotManager",
     fill=_fill,
     no_services="provisioned SkyPilot clusters have no services here (replicas are SkyPilot "
                 "jobs)",
+    provisioner="skyshift.compat.skypilot.client:SkyPilotClient",
 )
