@@ -31,7 +31,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from bench._util import summary_ms
-from skyshift.compat.kubernetes_objects import cpu_quantity, memory_quantity
+from skyshift.compat.kubernetes.objects import cpu_quantity, memory_quantity
 from skyshift.devstack.sim_k8s import SimK8sCluster
 
 NS = "skyshift-baseline"

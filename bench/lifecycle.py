@@ -255,7 +255,7 @@ class Bench:
 
 async def stop_replicas(root: Path) -> None:
     """Stop every replica the benchmark started (through the adapter, by job uid)."""
-    from skyshift.compat.local import LocalManager
+    from skyshift.compat.local.adapter import LocalManager
 
     for path in sorted(root.glob("*")):
         (path / "OFFLINE").unlink(missing_ok=True)

@@ -28,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._util import pct, write_result
-from skyshift.compat.local import LocalManager
+from skyshift.compat.local.adapter import LocalManager
 from skyshift.compat.types import ReplicaSpec
 from skyshift.models.quantity import Resources
 

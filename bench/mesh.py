@@ -28,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._util import write_result
-from skyshift.compat.local_lb import LocalBalancer
+from skyshift.compat.local.lb import LocalBalancer
 from skyshift.compat.types import ServicePort, ServiceSpec
 
 REPLICA = r'''

@@ -37,7 +37,7 @@ from bench.slurm import log, stack, token_for
 from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
 from skyshift.compat.provision_types import LaunchRequest, NodeShape
-from skyshift.compat.skypilot_client import SkyPilotClient, stop_api_server
+from skyshift.compat.skypilot.client import SkyPilotClient, stop_api_server
 from skyshift.devstack.sim_skypilot import SkySlurm, missing, sky_slurm_bed
 
 SHAPE = NodeShape(cpus=2, memory_gb=2)

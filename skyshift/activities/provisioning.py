@@ -10,15 +10,15 @@ next infra), ``Permanent`` -> non-retryable (the Cluster ends Failed with that m
 that follows never races a launch still in flight (nothing is leaked by deleting a Cluster
 while it provisions).
 
-Which provisioner the worker holds comes from :func:`get_provisioner`: ``"skypilot"`` is imported
-lazily (like compat's managers), and tests register a fake with :func:`register_provisioner`.
+Which provisioner the worker holds comes from :func:`get_provisioner`: the one a manager's
+descriptor names (``provisioner``, SkyPilot's), imported lazily like compat's adapters; tests
+register a fake with :func:`register_provisioner`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import time
 from collections.abc import Callable
@@ -32,6 +32,7 @@ from temporalio.exceptions import ApplicationError
 from skyshift.activities.store import uid_of, update_status
 from skyshift.activities.trust import check_names, check_ref, untrusted
 from skyshift.compat.errors import CompatError, Transient
+from skyshift.compat.kind import load, manager_kind
 from skyshift.compat.provision_types import Capacity, Provisioner
 from skyshift.contract import activity_names as act
 from skyshift.contract.provision import (
@@ -52,7 +53,6 @@ from skyshift.store import ObjectStore
 log = logging.getLogger(__name__)
 ProvisionerFactory = Callable[[], Provisioner]
 
-_BUILTIN: dict[str, str] = {"skypilot": "skyshift.compat.skypilot_client:SkyPilotClient"}
 _REGISTRY: dict[str, ProvisionerFactory] = {}
 WRITE_EVERY = 1.0  # seconds between two progress writes
 BEAT_EVERY = 1.0  # also how soon the first progress line is written
@@ -64,13 +64,13 @@ def register_provisioner(name: str, factory: ProvisionerFactory) -> None:
 
 
 def get_provisioner(name: str = "skypilot") -> Provisioner:
+    """The provisioner of manager ``name`` (a registered factory first)."""
     factory = _REGISTRY.get(name)
     if factory is None:
-        target = _BUILTIN.get(name)
-        if target is None:
+        kind = manager_kind(name)
+        if kind is None or not kind.provisioner:
             raise KeyError(f"unknown provisioner {name!r}")
-        module, _, attr = target.partition(":")
-        factory = getattr(importlib.import_module(module), attr)
+        factory = load(kind.provisioner)
         _REGISTRY[name] = factory
     return factory()
 

@@ -39,6 +39,7 @@ from skyshift.api.paths import KindPathMiddleware
 from skyshift.api.policies import policy_of
 from skyshift.api.routes import include_kind_routes
 from skyshift.api.watch import WatchOptions
+from skyshift.compat import registry  # noqa: F401  (declares the managers spec.manager accepts)
 from skyshift.config import Settings
 from skyshift.console import routes as console_routes
 from skyshift.models.registry import API_KINDS

@@ -20,8 +20,26 @@ from skyshift.cli.pairs import unique_pairs
 from skyshift.cli.render import printable
 from skyshift.cli.state import CliState, pass_state
 from skyshift.client import ApiError
+from skyshift.models import managers
 
 PAIR = (str, str)
+
+
+def manager_help() -> str:
+    """``--manager``'s help: the managers declared now (a plugin's too)."""
+    known = managers.all_names()
+    attach = managers.listing(m for m in known if not m.provisions)
+    runner = managers.provisioner()
+    return f"Cluster manager: {attach}" + (f" (a provisioned cluster's is {runner})."
+                                            if runner else ".")
+
+
+class ManagerOption(click.Option):
+    """``--manager``, whose help lists the managers known when it is shown."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        self.help = manager_help()
+        return super().get_help_record(ctx)
 
 
 @click.group(cls=AliasedGroup)
@@ -128,9 +146,7 @@ def create_job(state: CliState, /, name: str, namespace: str | None, dry_run: bo
 
 @create.aliased("cluster", "clusters", "cl", context_settings={"help_option_names": ["--help"]})
 @click.argument("name", type=NAME)
-@click.option("--manager", default="k8", show_default=True,
-              help="Cluster manager: k8 (kubernetes), slurm, ray or local (a provisioned "
-                   "cluster's is skypilot).")
+@click.option("--manager", default="k8", show_default=True, cls=ManagerOption)
 @click.option("--labels", "-l", type=PAIR, multiple=True, metavar="KEY VALUE",
               callback=unique_pairs,
               help="A label (repeatable); jobs' placement filters match these.")

@@ -34,6 +34,8 @@ from skyshift.cli.errors import CliError, UsageProblem
 from skyshift.cli.output import note, object_ref, to_yaml
 from skyshift.cli.state import CliState
 from skyshift.client import ApiError
+from skyshift.models import managers
+from skyshift.models.cluster import DEFAULT_MANAGER
 
 __all__ = ["cluster_name", "create", "kubeconfig_contexts"]
 
@@ -77,8 +79,8 @@ def context_by_name(name: str, flags: dict[str, Any]) -> dict[str, Any]:
     context named NAME, as in the original SkyShift (issue 31: taking the current context
     attached one cluster under two names). Several contexts and none named NAME is refused
     here, listing them; a kubeconfig this machine cannot read is left to the skylet, whose
-    adapter applies the same rule (``compat.kubernetes_api.resolve_context``)."""
-    if (str(flags.get("manager") or "k8").lower() not in ("k8", "k8s", "kubernetes")
+    adapter applies the same rule (``compat.kubernetes.api.resolve_context``)."""
+    if (_manager(flags) != "k8"
             or flags.get("provision") or flags.get("kube_context")
             or not flags.get("config_path")):
         return flags
@@ -96,8 +98,12 @@ def context_by_name(name: str, flags: dict[str, Any]) -> dict[str, Any]:
     return flags
 
 
+def _manager(flags: dict[str, Any]) -> str:
+    return managers.resolve(flags.get("manager") or DEFAULT_MANAGER)
+
+
 def import_all(state: CliState, prefix: str | None, dry_run: bool, flags: dict[str, Any]) -> None:
-    if str(flags.get("manager") or "k8").lower() not in ("k8", "k8s", "kubernetes"):
+    if _manager(flags) != "k8":
         raise UsageProblem("--all-contexts attaches Kubernetes clusters: use --manager k8")
     if flags.get("provision"):
         raise UsageProblem("--all-contexts attaches existing clusters: drop --provision")

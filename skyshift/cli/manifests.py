@@ -16,7 +16,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from skyshift.cli.errors import UsageProblem, describe_validation
-from skyshift.models import UnknownKind, parse_object
+from skyshift.compat import registry  # noqa: F401  (declares the managers spec.manager accepts)
+from skyshift.models import UnknownKind, managers, parse_object
+from skyshift.models.cluster import DEFAULT_MANAGER
 from skyshift.models.job import CLUSTER_NAME_LABEL
 
 Pairs = Sequence[tuple[str, str]]
@@ -153,8 +155,9 @@ def provisioned_spec(spec: dict[str, Any], infra: str | None, max_nodes: int | N
         "accelerators": spec.pop("accelerators", None), "nodes": nodes,
         "idleMinutes": idle_minutes, "candidates": candidates,
     })
-    if str(spec.get("manager", "k8")).lower() in ("k8", "skypilot", "sky"):
-        spec["manager"] = "skypilot"
+    runner = managers.provisioner()
+    if managers.resolve(spec.get("manager", DEFAULT_MANAGER)) in (DEFAULT_MANAGER, runner):
+        spec["manager"] = runner
     spec["provision"] = provision
     return spec
 

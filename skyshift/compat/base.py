@@ -5,18 +5,19 @@ above compat knows which manager is behind it. The contract (idempotent submit k
 name, one ``replicas()`` call per cluster, only compat errors) is checked for every adapter by
 ``tests/integration/contract_suite.py``.
 
-Adapters are registered by manager name. Built-in ones are imported lazily, so building a local
-cluster never imports the Kubernetes client: to add one, put a ``"manager": "module:Class"`` entry
-in ``_BUILTIN`` (or call ``register_manager`` from a plugin).
+Adapters are found by manager name: a manager's descriptor (``compat/kind.py``, one per manager
+subpackage, listed in ``compat/registry.py``) names its adapter as ``"module:Class"``, imported
+lazily, so building a local cluster never imports the Kubernetes client. ``register_manager``
+puts a factory in front of that (tests, or a plugin replacing a built-in adapter).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from skyshift.compat.errors import Permanent
+from skyshift.compat.kind import kinds, load, manager_kind
 from skyshift.compat.types import ClusterState, ExecResult, ReplicaSpec, ReplicaStatus
 
 
@@ -29,7 +30,7 @@ class ClusterManager(Protocol):
     Unsupported for the others."""
 
     name: str
-    manager: str  # "local" | "k8" | "slurm" | "ray" | "skypilot"
+    manager: str  # its manager's name: "local" | "k8" | "slurm" | "ray" | "skypilot" | a plugin
 
     async def connect(self) -> None:
         """Prepare clients; cheap to call again."""
@@ -78,14 +79,6 @@ async def cluster_identity(manager: ClusterManager) -> str:
 
 ManagerFactory = Callable[[str, dict[str, Any]], ClusterManager]
 
-# manager name -> "module:attribute" of a class or function taking (name, config)
-_BUILTIN: dict[str, str] = {
-    "local": "skyshift.compat.local:LocalManager",
-    "slurm": "skyshift.compat.slurm:SlurmManager",
-    "k8": "skyshift.compat.kubernetes:KubernetesManager",
-    "ray": "skyshift.compat.ray_jobs:RayManager",
-    "skypilot": "skyshift.compat.skypilot:SkyPilotManager",
-}
 _REGISTRY: dict[str, ManagerFactory] = {}
 
 
@@ -95,19 +88,18 @@ def register_manager(manager: str, factory: ManagerFactory) -> None:
 
 
 def known_managers() -> list[str]:
-    return sorted(set(_BUILTIN) | set(_REGISTRY))
+    return sorted({kind.name for kind in kinds()} | set(_REGISTRY))
 
 
 def _lookup(manager: str) -> ManagerFactory:
     if manager in _REGISTRY:
         return _REGISTRY[manager]
-    target = _BUILTIN.get(manager)
-    if target is None:
+    kind = manager_kind(manager)
+    if kind is None:
         raise Permanent(
             f"unknown cluster manager {manager!r}; known: {', '.join(known_managers())}"
         )
-    module_name, _, attr = target.partition(":")
-    factory: ManagerFactory = getattr(importlib.import_module(module_name), attr)
+    factory: ManagerFactory = load(kind.adapter)
     _REGISTRY[manager] = factory
     return factory
 

@@ -17,17 +17,11 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from skyshift.compat.errors import Unsupported
+from skyshift.compat.kind import manager_kind
 from skyshift.compat.types import ServiceSpec, ServiceStatus
 
 #: what to tell users of managers without services
 ADVICE = "put the service on a Kubernetes cluster (spec.primaryCluster)"
-_WHY = {
-    "slurm": "Slurm clusters have no services",
-    "local": "this local cluster has no services",
-    "ray": "Ray clusters have no services (the Jobs API runs batch entrypoints)",
-    "skypilot": "provisioned SkyPilot clusters have no services here (replicas are SkyPilot "
-                "jobs)",
-}
 
 
 @runtime_checkable
@@ -44,8 +38,10 @@ class ServiceManager(Protocol):
 
 
 def unsupported(manager: str) -> Unsupported:
-    """The error for a manager without services (its kind named, and what to do instead)."""
-    why = _WHY.get(manager, f"{manager} clusters have no services")
+    """The error for a manager without services (its kind named, and what to do instead): the
+    manager's own ``no_services`` text where it has one."""
+    kind = manager_kind(manager)
+    why = (kind.no_services if kind else "") or f"{manager} clusters have no services"
     return Unsupported(f"{why}; {ADVICE}")
 
 

@@ -3,7 +3,7 @@
 The Temporal dev server has no authentication, etcd's peer port has none either, and whoever
 reaches Temporal can act as the control plane (docs/security.md). Replicas of the ``local``
 cluster, and the simulated Ray heads, run as users whose primary group is ``skyshift-run``
-(:mod:`skyshift.compat.local_tenants`), so one rule on the output hook keyed on the socket's
+(:mod:`skyshift.compat.local.tenants`), so one rule on the output hook keyed on the socket's
 group (``meta skgid``) refuses their connections to every port the stack listens on, except the
 API (which authenticates). The kernel answers with a TCP reset, so a probe sees "connection
 refused" at once.

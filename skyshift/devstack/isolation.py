@@ -2,7 +2,7 @@
 it cannot.
 
 As root: replicas of the ``local`` cluster run as a user per namespace in the group of
-``skyshift-run`` with a private ``/proc`` (:mod:`skyshift.compat.local_tenants`), and an
+``skyshift-run`` with a private ``/proc`` (:mod:`skyshift.compat.local.tenants`), and an
 nftables table refuses that group every port the stack listens on but the API's
 (:mod:`skyshift.devstack.firewall`). Not as root, none of that can be done, and ``up`` lists
 each point, so nobody mistakes a development stack for an isolated one.

@@ -22,8 +22,8 @@ import httpx
 import yaml
 
 from skyshift.client.config import Context, load_config, save_config
-from skyshift.compat import local_proc
-from skyshift.compat.local_user import default_work_root
+from skyshift.compat.local import proc as local_proc
+from skyshift.compat.local.user import default_work_root
 from skyshift.devstack.components import StackError
 
 LOCAL_CLUSTER = "local"

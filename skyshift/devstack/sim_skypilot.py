@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from skyshift.compat.skypilot_client import DEFAULT_USER, SkyPilotClient
+from skyshift.compat.skypilot.client import DEFAULT_USER, SkyPilotClient
 from skyshift.devstack.sim_slurm import (
     Munge,
     SimSlurmCluster,

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from skyshift.compat.kind import fill_config
 from skyshift.contract.jobs import (
     REVISION,
     ClusterInput,
@@ -134,29 +135,17 @@ def cluster_input(obj: Obj) -> ClusterInput:
 def manager_config(obj: Obj) -> tuple[str, dict[str, Any]]:
     """(manager, adapter config) for ``create_manager``.
 
-    ``spec.config`` wins; the original's top-level fields fill in what it leaves out, under the
-    names each adapter takes: declared capacity for ``local``, ``config_path``/``context`` as the
-    kubeconfig and its context for ``k8``, ``config_path`` as ``slurm_conf`` and
-    ``access_config`` (host, username, ssh_key_path) as the login node for ``slurm``. A ``ray``
-    cluster has everything in ``spec.config`` (``address``: its dashboard, from ``skyctl
-    create cluster --address``).
+    ``spec.config`` wins; the Cluster's other fields fill in what it leaves out, under the names
+    the manager's adapter takes (each manager's ``fill``, ``compat/<manager>/__init__.py``):
+    declared capacity for ``local``, ``config_path``/``context`` as the kubeconfig and its
+    context for ``k8``, ``config_path`` as ``slurm_conf`` and ``access_config`` (host, username,
+    ssh_key_path) as the login node for ``slurm``, the launched SkyPilot clusters for
+    ``skypilot``. A ``ray`` cluster has everything in ``spec.config`` (``address``: its
+    dashboard, from ``skyctl create cluster --address``). Labels go in as ``labels``.
     """
     spec = obj.get("spec") or {}
     manager = str(spec.get("manager") or "local")
-    config: dict[str, Any] = dict(spec.get("config") or {})
-    fill: dict[str, Any] = {}
-    if manager == "local":
-        fill = {key: spec.get(key) for key in ("cpus", "memory", "accelerators")}
-    elif manager == "k8":
-        fill = {"kubeconfig": spec.get("config_path"), "context": spec.get("context")}
-    elif manager == "slurm":
-        fill = {"slurm_conf": spec.get("config_path"), **(spec.get("access_config") or {})}
-    elif manager == "skypilot":  # the SkyPilot clusters its provisioning launched
-        prov = (obj.get("status") or {}).get("provision") or {}
-        fill = {"sky_clusters": list(prov.get("skyClusters") or [])}
-    for key, value in fill.items():
-        if value and key not in config:
-            config[key] = value
+    config = fill_config(manager, spec, obj.get("status") or {})
     labels = (obj.get("metadata") or {}).get("labels") or {}
     if labels and "labels" not in config:
         config["labels"] = dict(labels)

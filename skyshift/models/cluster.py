@@ -6,6 +6,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from skyshift.models import managers
 from skyshift.models.base import SkyObject
 from skyshift.models.cluster_provision import ProvisionSpec, ProvisionStatus, flat_provision
 from skyshift.models.meta import Condition, StrictModel
@@ -13,8 +14,7 @@ from skyshift.models.quantity import parse_accelerators, parse_cpus, parse_memor
 
 ClusterPhase = Literal["Init", "Provisioning", "Ready", "Scaling", "Error", "Failed",
                        "Terminating", "Deleting"]
-MANAGER_ALIASES = {"k8": "k8", "k8s": "k8", "kubernetes": "k8", "slurm": "slurm", "local": "local",
-                   "ray": "ray", "skypilot": "skypilot", "sky": "skypilot"}
+DEFAULT_MANAGER = "k8"
 
 
 class ClusterSpec(StrictModel):
@@ -24,7 +24,7 @@ class ClusterSpec(StrictModel):
     accelerators, num_nodes) is read as the structured form; a provisioned cluster's manager is
     ``skypilot`` (its replicas run as SkyPilot jobs on the clusters the lifecycle launches)."""
 
-    manager: str = "k8"
+    manager: str = DEFAULT_MANAGER
     cloud: str = ""
     region: str = ""
     cpus: float = 0.0
@@ -42,12 +42,7 @@ class ClusterSpec(StrictModel):
     @field_validator("manager", mode="before")
     @classmethod
     def _manager(cls, v: object) -> str:
-        key = str(v).lower()
-        if key not in MANAGER_ALIASES:
-            raise ValueError(
-                f"unknown manager {v!r}: expected local, k8 (kubernetes), slurm, ray or skypilot"
-            )
-        return MANAGER_ALIASES[key]
+        return managers.canonical(v)
 
     @model_validator(mode="before")
     @classmethod
@@ -81,10 +76,11 @@ class ClusterSpec(StrictModel):
     def _provisioned(self) -> ClusterSpec:
         """A provisioned cluster is run through SkyPilot; cloud/region only name its infra."""
         if self.provision is not None:
-            if self.manager not in ("skypilot", "k8"):  # k8: the field's default
-                raise ValueError(f"manager: a provisioned cluster's manager is skypilot, "
+            runner = managers.provisioner()
+            if self.manager not in (runner, DEFAULT_MANAGER):  # the default: none was given
+                raise ValueError(f"manager: a provisioned cluster's manager is {runner}, "
                                  f"not {self.manager}")
-            self.__dict__["manager"] = "skypilot"
+            self.__dict__["manager"] = runner
         elif self.cloud or self.region:
             field = "cloud" if self.cloud else "region"
             raise ValueError(f"{field}: only for a provisioned cluster (provision: true, "
@@ -92,14 +88,12 @@ class ClusterSpec(StrictModel):
         return self
 
     @model_validator(mode="after")
-    def _ray_address(self) -> ClusterSpec:
-        """A Ray cluster is reached through its dashboard: refuse one without its URL."""
-        if self.manager == "ray":
-            address = self.config.get("address")
-            if (not isinstance(address, str) or len(address) > 2048
-                    or not address.startswith(("http://", "https://"))):
-                raise ValueError("config.address: a ray cluster needs its dashboard URL, "
-                                 "like http://127.0.0.1:8265 (skyctl: --address)")
+    def _manager_config(self) -> ClusterSpec:
+        """The manager's own check of ``spec.config`` (a Ray cluster needs its dashboard URL)."""
+        names = managers.declared(self.manager)
+        problem = names.check(self.config) if names and names.check else ""
+        if problem:
+            raise ValueError(problem)
         return self
 
 

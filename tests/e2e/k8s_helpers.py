@@ -24,7 +24,7 @@ import httpx
 
 from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
-from skyshift.compat.kubernetes_objects import JOB_UID, MANAGED_SELECTOR, RANK
+from skyshift.compat.kubernetes.objects import JOB_UID, MANAGED_SELECTOR, RANK
 from skyshift.contract.jobs import replica_name
 from skyshift.devstack.sim_k8s import SimK8sCluster
 from tests.fixtures.stack import DevStack, skyctl_argv

@@ -41,7 +41,7 @@ from typing import Any
 
 import httpx
 
-from skyshift.compat.local import LocalManager
+from skyshift.compat.local.adapter import LocalManager
 from skyshift.devstack import procs
 from tests.faults.conftest import fault_seconds
 from tests.fixtures.auth import admin_token

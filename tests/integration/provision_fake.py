@@ -125,7 +125,7 @@ class FileProvisioner:
 def local_for(provisioner: FileProvisioner, state_root: Path) -> Any:
     """A ``skypilot`` manager factory for the skylets: a local cluster whose nodes are the UP
     nodes of the SkyPilot clusters in its config."""
-    from skyshift.compat.local import LocalManager
+    from skyshift.compat.local.adapter import LocalManager
 
     def build(name: str, config: dict[str, Any]) -> LocalManager:
         clusters = provisioner.read()["clusters"]

@@ -12,7 +12,7 @@ from skyshift.activities.clusters import ClusterContext
 from skyshift.activities.links import ProbeActivities
 from skyshift.activities.services import ServiceActivities
 from skyshift.activities.sync import SkyletWithSync, SyncConfig
-from skyshift.compat.local import LocalManager
+from skyshift.compat.local.adapter import LocalManager
 from skyshift.compat.types import ReplicaSpec, ServicePort, ServiceSpec
 from skyshift.contract import activity_names as act
 from skyshift.contract.jobs import (

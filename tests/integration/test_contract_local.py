@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from skyshift.compat.local import LocalManager
+from skyshift.compat.local.adapter import LocalManager
 from skyshift.devstack.local import ensure_run_user
 from tests.fixtures.compat import local_config
 from tests.integration.contract_suite import ClusterManagerContract, ManagerFactory

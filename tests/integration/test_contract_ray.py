@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from skyshift.compat.errors import Permanent
-from skyshift.compat.ray_jobs import RayManager
+from skyshift.compat.ray.adapter import RayManager
 from skyshift.compat.types import RUNNING, SUCCEEDED
 from skyshift.devstack.sim_ray import SimRayCluster
 from skyshift.models.quantity import Resources

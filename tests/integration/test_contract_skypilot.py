@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from skyshift.compat.errors import Permanent
-from skyshift.compat.skypilot import SkyPilotManager
-from skyshift.compat.skypilot_client import SkyPilotClient
+from skyshift.compat.skypilot.adapter import SkyPilotManager
+from skyshift.compat.skypilot.client import SkyPilotClient
 from skyshift.compat.types import RUNNING, SUCCEEDED
 from skyshift.models.quantity import Resources
 from tests.fixtures.compat import new_job

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from skyshift.compat.slurm import SlurmManager
+from skyshift.compat.slurm.adapter import SlurmManager
 from skyshift.devstack.sim_slurm import SimSlurmCluster
 from skyshift.models.quantity import Resources
 from tests.integration.contract_suite import ClusterManagerContract, ManagerFactory

@@ -19,7 +19,7 @@ import yaml
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 
-from skyshift.compat import local_proc
+from skyshift.compat.local import proc as local_proc
 from skyshift.devstack import procs
 from skyshift.devstack import stack as stack_mod
 from skyshift.devstack.components import (
@@ -405,7 +405,7 @@ def test_purge_stops_service_proxies_and_removes_work_roots_of_every_stack_clust
     """Every local cluster under the home (not only ``local``) loses its HAProxy and its
     ``run_as`` working directories outside the home; a pid file whose process is not that
     cluster's HAProxy (the pid was reused) does not get anything killed."""
-    from skyshift.compat.local_user import default_work_root
+    from skyshift.compat.local.user import default_work_root
 
     home = tmp_path / "home"
     lb = home / "clusters" / "b" / "lb"

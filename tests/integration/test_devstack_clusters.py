@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from skyshift.compat import local_proc
+from skyshift.compat.local import proc as local_proc
 from tests.fixtures.stack import DevStack, new_stack, require_stack_binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]

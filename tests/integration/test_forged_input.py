@@ -18,7 +18,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from skyshift.compat.local_lb_run import run_dir
+from skyshift.compat.local.lb_run import run_dir
 from skyshift.compat.types import ServicePort, ServiceSpec
 from skyshift.contract import activity_names as act
 from skyshift.contract.names import CONTROL_QUEUE, WF_SERVICE, skylet_queue

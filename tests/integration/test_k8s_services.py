@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from skyshift.compat.errors import Permanent
-from skyshift.compat.kubernetes import KubernetesManager
-from skyshift.compat.kubernetes_objects import MANAGED_BY, NAMESPACE
+from skyshift.compat.kubernetes.adapter import KubernetesManager
+from skyshift.compat.kubernetes.objects import MANAGED_BY, NAMESPACE
 from skyshift.compat.services import ServiceManager
 from skyshift.compat.types import ServicePort, ServiceSpec
 from skyshift.devstack.sim_k8s import SimK8sCluster

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from skyshift.compat.local_tenants import user_name
+from skyshift.compat.local.tenants import user_name
 from skyshift.config import admin_password_file, etcd_password_file, jwt_key_file
 from skyshift.devstack.local import RUN_USER, attach_local_cluster
 from tests.fixtures.stack import DevStack

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from skyshift.compat.local_lb import LocalBalancer
-from skyshift.compat.local_lb_run import LB_USER
+from skyshift.compat.local.lb import LocalBalancer
+from skyshift.compat.local.lb_run import LB_USER
 from skyshift.compat.types import ServicePort, ServiceSpec
 from tests.fixtures.require import require, require_binary
 

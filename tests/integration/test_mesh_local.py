@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from skyshift.activities import spawn
-from skyshift.compat import local_proc
+from skyshift.compat.local import proc as local_proc
 from skyshift.contract.names import SIG_REFRESH, service_workflow_id
 from skyshift.contract.services import Refresh
 from tests.fixtures.require import require_binary

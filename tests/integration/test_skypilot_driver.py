@@ -11,7 +11,7 @@ import pytest
 
 from skyshift.compat.errors import Permanent
 from skyshift.compat.provision_types import LaunchRequest
-from skyshift.compat.skypilot_client import SkyPilotClient
+from skyshift.compat.skypilot.client import SkyPilotClient
 from tests.fixtures.skypilot import SESSION_SHAPE, SkyCluster, SkySlurm
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # SkyPilot calls take seconds

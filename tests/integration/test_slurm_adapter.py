@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from skyshift.compat.errors import Permanent, Transient
-from skyshift.compat.slurm import SlurmManager
+from skyshift.compat.slurm.adapter import SlurmManager
 from skyshift.compat.types import FAILED, RUNNING, SUCCEEDED, ReplicaStatus
 from skyshift.devstack.sim_slurm import SimSlurmCluster
 from skyshift.models.quantity import Resources

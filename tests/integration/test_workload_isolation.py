@@ -29,8 +29,8 @@ from typing import Any
 import httpx
 import pytest
 
-from skyshift.compat.local_lb import LocalBalancer
-from skyshift.compat.local_lb_run import LB_USER
+from skyshift.compat.local.lb import LocalBalancer
+from skyshift.compat.local.lb_run import LB_USER
 from skyshift.devstack import firewall
 from skyshift.devstack.local import local_state_dir
 from tests.fixtures.auth import admin_password

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from skyshift.activities.identity import holder_of
 from skyshift.cli.main import cli
-from skyshift.compat.slurm import controller_identity
+from skyshift.compat.slurm.adapter import controller_identity
 
 
 def cluster(name: str, created: str, identity: str, **extra: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from skyshift.compat.errors import NotFound, Permanent, Transient
-from skyshift.compat.local import LocalManager
+from skyshift.compat.local.adapter import LocalManager
 from skyshift.compat.types import FAILED, PENDING, RUNNING, SUCCEEDED
 from skyshift.models.quantity import Resources
 from tests.fixtures.compat import local_config, local_factory, make_spec, wait_state
@@ -122,7 +122,7 @@ async def test_replica_survives_kill_9_of_the_launching_process(
     spec = make_spec(f'while [ ! -f "{go}" ]; do sleep 0.05; done; echo ok; exit 3')
     script = (
         "import asyncio, json, sys, time\n"
-        "from skyshift.compat.local import LocalManager\n"
+        "from skyshift.compat.local.adapter import LocalManager\n"
         "from skyshift.compat.types import ReplicaSpec\n"
         "m = LocalManager('local-test', json.loads(sys.argv[1]))\n"
         "asyncio.run(m.submit([ReplicaSpec.from_dict(json.loads(sys.argv[2]))]))\n"

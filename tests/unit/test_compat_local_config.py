@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from skyshift.compat.errors import Permanent
-from skyshift.compat.local_config import LocalConfig
+from skyshift.compat.local.config import LocalConfig
 from skyshift.models.quantity import Resources
 
 

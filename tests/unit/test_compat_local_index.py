@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from skyshift.compat import local, local_index, local_proc
 from skyshift.compat.errors import Transient
-from skyshift.compat.local import LocalManager
-from skyshift.compat.local_index import Journal, Replica
+from skyshift.compat.local import adapter as local
+from skyshift.compat.local import index as local_index
+from skyshift.compat.local import proc as local_proc
+from skyshift.compat.local.adapter import LocalManager
+from skyshift.compat.local.index import Journal, Replica
 from skyshift.compat.types import FAILED, PENDING, RUNNING, SUCCEEDED, ReplicaStatus
 from skyshift.models.quantity import Resources
 from tests.fixtures.compat import local_config, local_factory, make_spec, new_job, wait_state
@@ -310,7 +312,7 @@ async def test_kill_9_of_the_launching_process_then_a_fresh_adapter_finds_all(
     ]
     script = (
         "import asyncio, json, sys, time\n"
-        "from skyshift.compat.local import LocalManager\n"
+        "from skyshift.compat.local.adapter import LocalManager\n"
         "from skyshift.compat.types import ReplicaSpec\n"
         "m = LocalManager('local-test', json.loads(sys.argv[1]))\n"
         "asyncio.run(m.submit([ReplicaSpec.from_dict(d) for d in json.loads(sys.argv[2])]))\n"

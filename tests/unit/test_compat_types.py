@@ -21,7 +21,7 @@ from skyshift.compat import (
     register_manager,
 )
 from skyshift.compat.errors import CompatError, NotFound, Unsupported
-from skyshift.compat.local import LocalManager
+from skyshift.compat.local.adapter import LocalManager
 from skyshift.models.quantity import Resources
 
 

@@ -12,8 +12,8 @@ from kubernetes.config.config_exception import ConfigException
 
 from skyshift.compat import create_manager
 from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
-from skyshift.compat.kubernetes import KubernetesManager
-from skyshift.compat.kubernetes_api import (
+from skyshift.compat.kubernetes.adapter import KubernetesManager
+from skyshift.compat.kubernetes.api import (
     Conflict,
     KubeSettings,
     error_for_status,

@@ -8,8 +8,8 @@ import threading
 import time
 from typing import Any
 
-from skyshift.compat import kubernetes_objects as ko
-from skyshift.compat.kubernetes_informer import ReplicaCache
+from skyshift.compat.kubernetes import objects as ko
+from skyshift.compat.kubernetes.informer import ReplicaCache
 from skyshift.compat.types import FAILED, RUNNING
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from skyshift.compat import kubernetes_objects as ko
-from skyshift.compat.kubernetes_informer import statuses
+from skyshift.compat.kubernetes import objects as ko
+from skyshift.compat.kubernetes.informer import statuses
 from skyshift.compat.types import FAILED, PENDING, RUNNING, SUCCEEDED, UNKNOWN, ReplicaSpec
 from skyshift.models.quantity import Resources
 
@@ -183,7 +183,7 @@ def test_statuses_group_pods_and_hide_terminating_and_deleted():
 def test_endpointslices_for_linked_replicas() -> None:
     """Per target port and address family, named after the Service port; what Kubernetes would
     refuse (loopback, link-local) is left out and counted."""
-    from skyshift.compat.kubernetes_slices import desired_slices
+    from skyshift.compat.kubernetes.slices import desired_slices
     from skyshift.compat.types import ServicePort, ServiceSpec
 
     spec = ServiceSpec("web", "ml", ports=[ServicePort(80, 8080), ServicePort(443, 8443)],

@@ -13,8 +13,8 @@ import threading
 import time
 from typing import Any
 
-from skyshift.compat import kubernetes_objects as ko
-from skyshift.compat.kubernetes_usage import PodUsage, slim_node
+from skyshift.compat.kubernetes import objects as ko
+from skyshift.compat.kubernetes.usage import PodUsage, slim_node
 
 
 def pod(name: str, rv: int, node: str | None = "n1", phase: str = "Running",

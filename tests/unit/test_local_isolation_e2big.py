@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 
 from skyshift.activities.clusters import compat_errors
 from skyshift.compat.errors import Permanent
-from skyshift.compat.local import LocalManager
+from skyshift.compat.local.adapter import LocalManager
 from tests.fixtures.compat import local_factory, make_spec
 
 __all__ = ["local_factory"]  # a fixture, imported explicitly (see test_compat_local.py)

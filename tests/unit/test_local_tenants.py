@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from skyshift.compat import local_tenants
 from skyshift.compat.errors import Permanent
-from skyshift.compat.local import LocalManager
+from skyshift.compat.local import tenants as local_tenants
+from skyshift.compat.local.adapter import LocalManager
 from skyshift.compat.types import ReplicaSpec
 from skyshift.devstack.local import ensure_run_user
 from tests.fixtures.compat import local_factory, make_spec, wait_state

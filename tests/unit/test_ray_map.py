@@ -1,4 +1,4 @@
-"""The ``ray`` adapter's pure mapping (``compat.ray_map``): metadata round trip, Jobs API
+"""The ``ray`` adapter's pure mapping (``compat.ray.map``): metadata round trip, Jobs API
 statuses -> replica states, entrypoint resources, node capacity, log filtering, errors.
 
 The job dicts are shaped like ``JobDetails.model_dump()`` of Ray 2.60 as seen from a real head
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from skyshift.compat.errors import NotFound, Permanent, Transient
-from skyshift.compat.ray_map import (
+from skyshift.compat.ray.map import (
     GHOST_ENTRYPOINT,
     MB,
     RayMeta,
@@ -168,7 +168,7 @@ def test_each_attempt_has_its_own_submission_id_and_the_latest_is_current() -> N
 
 
 def test_config_needs_the_dashboard_url_and_sane_numbers() -> None:
-    from skyshift.compat.ray_jobs import RayConfig
+    from skyshift.compat.ray.adapter import RayConfig
 
     cfg = RayConfig.parse("r1", {"address": "http://127.0.0.1:8265/", "labels": {"a": "b"}})
     assert (cfg.address, cfg.request_timeout, cfg.labels) == (

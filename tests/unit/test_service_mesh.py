@@ -9,8 +9,8 @@ from typing import Any
 from skyshift.activities.service_store import apply_service_patch
 from skyshift.cli.describe import reachable_table
 from skyshift.cli.tables import service_rows
-from skyshift.compat.kubernetes_services import LINKED, service_manifest
-from skyshift.compat.kubernetes_slices import desired_slices
+from skyshift.compat.kubernetes.services import LINKED, service_manifest
+from skyshift.compat.kubernetes.slices import desired_slices
 from skyshift.compat.types import ServicePort
 from skyshift.contract.services import Reach, ServiceStatusPatch
 from skyshift.lifecycle.service_convert import (

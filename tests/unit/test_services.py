@@ -15,7 +15,7 @@ from skyshift.activities.service_store import (
 )
 from skyshift.compat import services
 from skyshift.compat.errors import Unsupported
-from skyshift.compat.kubernetes_services import service_manifest, service_status
+from skyshift.compat.kubernetes.services import service_manifest, service_status
 from skyshift.compat.types import ServicePort, ServiceSpec
 from skyshift.contract.services import (
     EndpointsWrite,
@@ -161,7 +161,7 @@ async def test_managers_without_services_are_unsupported() -> None:
         await services.apply_service(NoServices(), spec)
     with pytest.raises(Unsupported, match="local cluster has no services"):
         await services.delete_service(NoServices(), "ml", "web")
-    from skyshift.compat.slurm import SlurmManager
+    from skyshift.compat.slurm.adapter import SlurmManager
 
     slurm = SlurmManager("s", {})
     with pytest.raises(Unsupported, match=r"^Slurm clusters have no services; put the service"):

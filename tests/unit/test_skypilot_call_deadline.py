@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from skyshift.compat.errors import Transient
-from skyshift.compat.skypilot_client import MARK, SkyPilotClient
+from skyshift.compat.skypilot.client import MARK, SkyPilotClient
 
 
 def _venv(tmp_path: Path, body: str) -> Path:

@@ -7,10 +7,10 @@ import pytest
 
 from skyshift.compat.errors import NotFound, Permanent, Transient
 from skyshift.compat.provision_types import Capacity
-from skyshift.compat.skypilot import SkyConfig
-from skyshift.compat.skypilot_client import SkyJob
-from skyshift.compat.skypilot_errors import classify
-from skyshift.compat.skypilot_map import (
+from skyshift.compat.skypilot.adapter import SkyConfig
+from skyshift.compat.skypilot.client import SkyJob
+from skyshift.compat.skypilot.errors import classify
+from skyshift.compat.skypilot.map import (
     JobMeta,
     exit_code_in,
     node_capacity,
@@ -123,7 +123,7 @@ def test_errors_are_classified_keeping_skypilots_message(error: dict[str, object
 
 
 def test_submit_places_on_the_first_sky_cluster_with_room() -> None:
-    from skyshift.compat.skypilot import SkyPilotManager
+    from skyshift.compat.skypilot.adapter import SkyPilotManager
     from skyshift.compat.types import NodeState
 
     manager = SkyPilotManager("c", {"sky_clusters": ["a", "b"]})

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from skyshift.compat.name_locks import NameLocks
-from skyshift.compat.slurm_gate import Coalescer, Gate
+from skyshift.compat.slurm.gate import Coalescer, Gate
 
 
 async def test_exclusive_waits_for_shared_and_blocks_new_shared() -> None:

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from skyshift.compat import slurm_runner
 from skyshift.compat.errors import Permanent, Transient
-from skyshift.compat.slurm import SlurmManager
-from skyshift.compat.slurm_parse import ReplicaMeta
-from skyshift.compat.slurm_runner import Result, SshRunner
+from skyshift.compat.slurm import runner as slurm_runner
+from skyshift.compat.slurm.adapter import SlurmManager
+from skyshift.compat.slurm.parse import ReplicaMeta
+from skyshift.compat.slurm.runner import Result, SshRunner
 from skyshift.compat.types import FAILED, PENDING, RUNNING, SUCCEEDED, ReplicaSpec
 from skyshift.models.quantity import Resources
 

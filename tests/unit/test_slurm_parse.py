@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from skyshift.compat.errors import NotFound, Permanent, Transient
-from skyshift.compat.slurm_parse import (
+from skyshift.compat.slurm.parse import (
     MARKER,
     ReplicaMeta,
     SubmitOptions,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skyshift.compat.slurm_parse import job_outcome
-from skyshift.compat.slurm_squeue import FORMAT, parse_gpus, parse_squeue, squeue_argv
+from skyshift.compat.slurm.parse import job_outcome
+from skyshift.compat.slurm.squeue import FORMAT, parse_gpus, parse_squeue, squeue_argv
 from skyshift.compat.types import FAILED, PENDING, RUNNING, SUCCEEDED
 from skyshift.models.quantity import Resources
 

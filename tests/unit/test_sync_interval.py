@@ -13,7 +13,7 @@ import pytest
 
 from skyshift.activities.clusters import ClusterContext
 from skyshift.activities.sync import SkyletWithSync, SyncConfig, Syncer
-from skyshift.compat.slurm import SlurmManager
+from skyshift.compat.slurm.adapter import SlurmManager
 from tests.unit.test_sync_report_cancelled import FakeClient, FakeStore
 
 

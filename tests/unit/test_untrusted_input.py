@@ -27,7 +27,7 @@ from skyshift.activities.service_store import ServiceStoreActivities
 from skyshift.activities.services import ServiceActivities
 from skyshift.activities.store import StoreActivities
 from skyshift.compat.errors import Permanent
-from skyshift.compat.local_lb import LocalBalancer
+from skyshift.compat.local.lb import LocalBalancer
 from skyshift.compat.types import ReplicaSpec, ServicePort, ServiceSpec
 from skyshift.contract.jobs import (
     ClusterEvent,
@@ -268,7 +268,7 @@ async def test_a_valid_input_still_reaches_the_manager() -> None:
                                     {"resources": Resources(1, 0, 0, {"a100,gpu:x:9": 1})}])
 def test_slurm_refuses_what_would_reach_its_comment_or_gres(change: dict[str, Any]) -> None:
     """Defense in depth in the adapter: a strict grammar instead of a list of characters."""
-    from skyshift.compat.slurm_parse import validate_spec
+    from skyshift.compat.slurm.parse import validate_spec
 
     validate_spec(replica())
     with pytest.raises(Permanent):

@@ -44,7 +44,7 @@ _HAVE_PROC = Path("/proc/self/stat").exists()
 # ~9 MB of memory for as long as the replica ran; dash costs about 1 ms and well under 1 MB). A job
 # started with `&` by a non-interactive shell ignores SIGINT and SIGQUIT, so where coreutils `env`
 # has --default-signal the command is started through it and gets default dispositions.
-_SUPERVISOR = Path(__file__).with_name("local_supervisor.sh")
+_SUPERVISOR = Path(__file__).with_name("supervisor.sh")
 
 
 @dataclass

@@ -45,8 +45,8 @@ from typing import Any, TypeVar
 
 from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
 from skyshift.compat.name_locks import NameLocks
-from skyshift.compat.skypilot_client import SkyJob, SkyPilotClient
-from skyshift.compat.skypilot_map import (
+from skyshift.compat.skypilot.client import SkyJob, SkyPilotClient
+from skyshift.compat.skypilot.map import (
     CANCELLED,
     JobMeta,
     exit_code_in,

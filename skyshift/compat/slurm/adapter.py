@@ -1,7 +1,7 @@
 """The ``slurm`` cluster manager: replicas are Slurm batch jobs, driven by Slurm's own commands.
 
-Commands run locally or on a login node over SSH (``slurm_runner``) and their JSON is read by
-``slurm_parse``; nothing here needs sacct, pyslurm or ``scontrol --json`` (absent in 22.05).
+Commands run locally or on a login node over SSH (``runner``) and their JSON is read by
+``parse``; nothing here needs sacct, pyslurm or ``scontrol --json`` (absent in 22.05).
 
 Config (``Cluster.spec.config``)::
 
@@ -40,14 +40,14 @@ writes ``<job id> <exit code> <epoch>`` to ``<name>.exit``; the submit step writ
 (metadata and job id). ``replicas()`` is one ``squeue`` plus one read of those records: squeue
 gives live states, the records keep finished replicas (and their exit codes) after Slurm forgets
 them (``MinJobAge``), until ``delete``. So statuses never depend on accounting. The queue is read
-as compact text (``slurm_squeue``), never ``squeue --json``: that is ~4 KB per job and cannot
+as compact text (``squeue``), never ``squeue --json``: that is ~4 KB per job and cannot
 be filtered by name in 22.05.
 
 Idempotency: a submit first looks at the records and squeue *for the names it submits*; a
 replica with that name and an attempt >= the requested one is adopted, a higher attempt cancels
 what is left of the old one and submits again. Submits of different names run side by side (one
 lock per name, lookups of concurrent submits shared, at most ``sbatch_concurrency`` sbatch at
-once); a delete runs alone (``slurm_gate``) but does not hold up ``replicas()``, which leaves
+once); a delete runs alone (``gate``) but does not hold up ``replicas()``, which leaves
 out the names being deleted. ``exec`` runs ``srun --jobid=<id> --overlap`` in
 a running replica's allocation (with the env vars read back from its batch script). Slurm has
 no services: ``apply_service``/``delete_service`` raise ``Unsupported``, which a Service's
@@ -66,10 +66,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from skyshift.compat.errors import NotFound, Permanent, Transient
+from skyshift.compat.fit import check_fits
 from skyshift.compat.name_locks import NameLocks
-from skyshift.compat.slurm_config import SlurmConfig
-from skyshift.compat.slurm_gate import Coalescer, Gate
-from skyshift.compat.slurm_parse import (
+from skyshift.compat.slurm.config import SlurmConfig
+from skyshift.compat.slurm.gate import Coalescer, Gate
+from skyshift.compat.slurm.parse import (
     Outcome,
     Record,
     ReplicaMeta,
@@ -90,8 +91,8 @@ from skyshift.compat.slurm_parse import (
     strip_srun_noise,
     validate_spec,
 )
-from skyshift.compat.slurm_runner import LocalRunner, Result, SshRunner
-from skyshift.compat.slurm_squeue import PendingJob, parse_squeue, squeue_argv
+from skyshift.compat.slurm.runner import LocalRunner, Result, SshRunner
+from skyshift.compat.slurm.squeue import PendingJob, parse_squeue, squeue_argv
 from skyshift.compat.types import (
     FAILED,
     PENDING,
@@ -496,17 +497,8 @@ class SlurmManager:
             f"(cancelled, timed out or its node failed)"))
 
     def _check_fits(self, spec: ReplicaSpec, nodes: list[SlurmNode]) -> None:
-        if not nodes:
-            return
-        request = spec.resources
-        if any(request.fits_in(n.capacity) for n in nodes):
-            return
-        biggest = max(nodes, key=lambda n: (n.capacity.cpus, n.capacity.memory))
-        raise Permanent(
-            f"replica {spec.name} can never fit a node of Slurm cluster {self.name} "
-            f"(partition {self.partition}; largest node {biggest.name}: "
-            f"{'; '.join(request.shortfall(biggest.capacity))})"
-        )
+        check_fits(spec.name, spec.resources, nodes, f"Slurm cluster {self.name}",
+                   f"partition {self.partition}; ")
 
     async def _submit_one(self, spec: ReplicaSpec, jobs: list[SlurmJob],
                           records: dict[str, Record], max_id: int) -> ReplicaStatus:

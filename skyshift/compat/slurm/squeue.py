@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from skyshift.compat.slurm_parse import ReplicaMeta, SlurmJob
+from skyshift.compat.slurm.parse import ReplicaMeta, SlurmJob
 from skyshift.models.quantity import Resources
 
 _FIELDS = ("JobID", "exit_code", "State", "Reason", "SubmitTime", "StartTime", "EndTime",

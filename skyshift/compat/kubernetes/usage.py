@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from skyshift.compat.kubernetes_watch import WatchLoop, WatchStream
+from skyshift.compat.kubernetes.watch import WatchLoop, WatchStream
 from skyshift.models.base import Obj
 
 ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"

@@ -43,12 +43,12 @@ from skyshift.compat.provision_types import (
     ProvisionedCluster,
     SkyState,
 )
-from skyshift.compat.skypilot_errors import classify
+from skyshift.compat.skypilot.errors import classify
 
 DEFAULT_VENV = "/opt/skyshift/skypilot/venv"
 DEFAULT_USER = "skyshift-sky"
 MARK = "@@skyshift-result@@"
-_RUNNER = Path(__file__).with_name("skypilot_runner.py")
+_RUNNER = Path(__file__).with_name("runner.py")
 _MAX_OUTPUT = 4 << 20  # bytes kept of a call's output (logs can be long)
 _MAX_LINE = 64 << 20  # one line of output (the answer carries a cluster's status)
 

@@ -1,12 +1,12 @@
-# The supervisor of one local replica (see skyshift/compat/local_proc.py, which starts it as
-#   /bin/sh local_supervisor.sh <replica dir> <cwd> <epoch> <env tool or ""> <argv...>
+# The supervisor of one local replica (see skyshift/compat/local/proc.py, which starts it as
+#   /bin/sh supervisor.sh <replica dir> <cwd> <epoch> <env tool or ""> <argv...>
 # in a new session). POSIX sh only: it runs under dash.
 #
 # It forks the supervisor proper and exits once the pid file is written (the pipe to `read`
 # closes): the supervisor is then re-parented to init and survives the worker. Variables are
 # prefixed _sk_ and unset before the command runs, so the command's environment is exactly the
 # one the launcher was given. pid file: "<supervisor pid> <start ticks> <epoch> <process group>".
-# With run_as (skyshift/compat/local_user.py) <argv...> starts with
+# With run_as (skyshift/compat/local/user.py) <argv...> starts with
 #   setpriv --reuid=<uid> --regid=<gid> --init-groups --
 # so this shell stays root to write pid and exit_code in the private replica dir while the
 # command runs as the unprivileged user; <cwd> is then the real path of its working directory.

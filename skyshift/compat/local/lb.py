@@ -14,7 +14,7 @@ checked (TCP, every 500 ms), so traffic goes only to replicas that accept connec
 State lives under ``<state_dir>/lb/``: ``services.json`` (what each service wants: ports and
 backends), ``haproxy.cfg``, ``haproxy.pid`` and ``admin.sock``; when the skylet is root the last
 three are in HAProxy's own directory and HAProxy runs as ``skyshift-lb``, never as root
-(:mod:`skyshift.compat.local_lb_run`). HAProxy runs as a daemon that outlives the skylet, like
+(:mod:`skyshift.compat.local.lb_run`). HAProxy runs as a daemon that outlives the skylet, like
 the replicas; deleting the last service stops it.
 """
 
@@ -37,8 +37,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from skyshift.compat import local_lb_run
 from skyshift.compat.errors import Permanent, Transient, Unsupported
+from skyshift.compat.local import lb_run as local_lb_run
 from skyshift.compat.types import ServicePort, ServiceSpec, ServiceStatus
 from skyshift.models.meta import validate_name
 

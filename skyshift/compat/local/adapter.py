@@ -9,13 +9,13 @@ Each replica is ``/bin/sh -c <run>`` with ``envs`` plus ``SKYSHIFT_JOB``, ``SKYS
 ``SKYSHIFT_RANK`` and ``SKYSHIFT_REPLICA`` (and a few variables such as ``PATH`` and ``HOME``
 passed through from the worker; the rest of the worker's environment, which may hold credentials,
 is not). With ``run_as`` in the config the command runs as that user, not as the skylet's
-(:mod:`skyshift.compat.local_user`); with ``namespace_users`` as well, each namespace runs as a
-user of its own and sees only its own processes (:mod:`skyshift.compat.local_tenants`).
+(:mod:`skyshift.compat.local.user`); with ``namespace_users`` as well, each namespace runs as a
+user of its own and sees only its own processes (:mod:`skyshift.compat.local.tenants`).
 There is no container engine here: ``image`` is ignored and resources are accounted, not
 enforced. Replicas share the host's ports, so each declared port gets a free host port of its
 own, kept for the replica's life: ``SKYSHIFT_PORT_<port>`` (and
 ``SKYSHIFT_PORT`` for the first one) say which to listen on; services balance over those
-(:mod:`skyshift.compat.local_lb`).
+(:mod:`skyshift.compat.local.lb`).
 
 State on disk, all under ``state_dir`` (so a new adapter instance, e.g. after a worker restart,
 re-discovers everything)::
@@ -32,7 +32,7 @@ re-discovers everything)::
     lock                        flock serialising placement, creation and deletion across
                                 adapter instances (processes start after it is released)
     journal                     names of replicas changed under the lock, so other instances
-                                re-read only those (see :mod:`skyshift.compat.local_index`)
+                                re-read only those (see :mod:`skyshift.compat.local.index`)
 
 Calls cost what changed, not how many replicas exist: the adapter keeps an index of its replicas
 (read once, then kept current through the journal, the ``replicas/`` directory's stamp and a
@@ -63,11 +63,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from skyshift.compat import local_proc as proc
-from skyshift.compat import local_user
 from skyshift.compat.errors import NotFound, Permanent, Transient
-from skyshift.compat.local_config import LocalConfig
-from skyshift.compat.local_index import (
+from skyshift.compat.local import proc
+from skyshift.compat.local import user as local_user
+from skyshift.compat.local.config import LocalConfig
+from skyshift.compat.local.index import (
     JOURNAL_FILE,
     SPEC_FILE,
     Journal,
@@ -75,9 +75,9 @@ from skyshift.compat.local_index import (
     load_replica,
     read_status,
 )
-from skyshift.compat.local_index import NAME as _NAME
-from skyshift.compat.local_index import Replica as _Replica
-from skyshift.compat.local_lb import LocalBalancer
+from skyshift.compat.local.index import NAME as _NAME
+from skyshift.compat.local.index import Replica as _Replica
+from skyshift.compat.local.lb import LocalBalancer
 from skyshift.compat.types import (
     PENDING,
     RUNNING,
@@ -320,7 +320,7 @@ class LocalManager:
 
     async def apply_service(self, spec: ServiceSpec) -> ServiceStatus:
         """A service: HAProxy on its own address in front of ``spec.backends``
-        (:mod:`skyshift.compat.local_lb`)."""
+        (:mod:`skyshift.compat.local.lb`)."""
         self._check_online()
         return await asyncio.to_thread(self._balancer().apply, spec)
 

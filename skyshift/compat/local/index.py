@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skyshift.compat import local_proc as proc
+from skyshift.compat.local import proc
 from skyshift.compat.types import FAILED, PENDING, RUNNING, SUCCEEDED, ReplicaSpec, ReplicaStatus
 from skyshift.models.quantity import Resources
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 
-from skyshift.compat import kubernetes_objects as ko
 from skyshift.compat.errors import NotFound
-from skyshift.compat.kubernetes_api import Conflict, KubeApi
+from skyshift.compat.kubernetes import objects as ko
+from skyshift.compat.kubernetes.api import Conflict, KubeApi
 from skyshift.compat.types import ServiceSpec
 from skyshift.models.base import Obj
 
@@ -46,7 +46,7 @@ def family(host: str) -> str | None:
 
 
 def port_names(spec: ServiceSpec) -> dict[int, str]:
-    """Target port -> the Service port name (as ``kubernetes_services.service_manifest``)."""
+    """Target port -> the Service port name (as ``services.service_manifest``)."""
     return {p.target_port or p.port: f"{p.protocol.lower()}-{p.port}" for p in spec.ports}
 
 

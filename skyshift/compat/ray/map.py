@@ -1,6 +1,6 @@
 """Pure parts of the ``ray`` adapter: SkyShift replicas <-> Ray Jobs API values.
 
-Kept apart from the I/O (``ray_jobs.py``) so they are unit-tested without a Ray cluster, and so
+Kept apart from the I/O (``adapter.py``) so they are unit-tested without a Ray cluster, and so
 this module never imports ray: it works on plain dicts (``JobDetails.model_dump()``, a node's
 ``resources_total``). What it relies on (Ray 2.x Jobs API, checked on 2.60):
 

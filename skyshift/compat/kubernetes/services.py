@@ -12,9 +12,9 @@ Mapping:
   second is refused (Permanent) rather than silently taking over the first.
 * selector: the service's selector plus ``skyshift.io/managed-by=skyshift`` and
   ``skyshift.io/namespace=<ns>``, so it selects only SkyShift pods of its own namespace (job
-  labels are copied onto every pod, see ``kubernetes_objects.replica_labels``).
+  labels are copied onto every pod, see ``objects.replica_labels``).
 * a linked copy (``ServiceSpec.linked``: the service on a cluster linked with its primary) has
-  no selector; every address it fronts is in SkyShift's EndpointSlices (``kubernetes_slices``).
+  no selector; every address it fronts is in SkyShift's EndpointSlices (``slices``).
 * ports: ``port``/``targetPort``/``protocol``, and ``nodePort`` for NodePort and LoadBalancer.
 * apply is idempotent by name: create, or replace the spec of the existing Service while keeping
   what Kubernetes allocated (clusterIP, node ports of unchanged ports).
@@ -27,10 +27,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from skyshift.compat import kubernetes_objects as ko
 from skyshift.compat.errors import NotFound, Permanent, Transient
-from skyshift.compat.kubernetes_api import Conflict, KubeApi, KubeSettings
-from skyshift.compat.kubernetes_slices import KubeSlices
+from skyshift.compat.kubernetes import objects as ko
+from skyshift.compat.kubernetes.api import Conflict, KubeApi, KubeSettings
+from skyshift.compat.kubernetes.slices import KubeSlices
 from skyshift.compat.types import SERVICE_TYPES, ServicePort, ServiceSpec, ServiceStatus
 from skyshift.models.base import Obj
 

@@ -1,6 +1,6 @@
 """Pure parts of the Slurm adapter: reading Slurm's JSON, mapping states, classifying errors.
 
-Kept apart from the I/O (``slurm.py``, ``slurm_runner.py``) so they can be unit-tested on
+Kept apart from the I/O (``adapter.py``, ``runner.py``) so they can be unit-tested on
 outputs recorded from a real Slurm 22.05 (``tests/unit/test_slurm_data``). Nothing here runs a
 command. Facts it relies on (22.05.8, OpenAPI plugin v0.0.38):
 

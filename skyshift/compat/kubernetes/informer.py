@@ -18,13 +18,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from skyshift.compat.kubernetes_objects import (
+from skyshift.compat.kubernetes.objects import (
     REPLICA,
     best_pod,
     deployment_placeholder,
     pod_status,
 )
-from skyshift.compat.kubernetes_watch import WatchLoop, WatchStream
+from skyshift.compat.kubernetes.watch import WatchLoop, WatchStream
 from skyshift.compat.types import ReplicaStatus
 from skyshift.models.base import Obj
 

@@ -22,8 +22,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from skyshift.compat import local_tenants
 from skyshift.compat.errors import Permanent
+from skyshift.compat.local import tenants as local_tenants
 
 LB_USER = "skyshift-lb"
 RUN_BASE = Path("/run/skyshift/lb")

@@ -16,7 +16,7 @@ searchable by the user, which is checked on connect. The replica's ``HOME`` is i
 directory and ``USER``/``LOGNAME`` name the user.
 
 With ``namespace_users`` each namespace gets a user of its own in ``run_as``'s group, and every
-replica a private ``/proc`` (:mod:`skyshift.compat.local_tenants`); :meth:`RunAs.for_namespace`
+replica a private ``/proc`` (:mod:`skyshift.compat.local.tenants`); :meth:`RunAs.for_namespace`
 gives the user of a namespace.
 
 Without ``run_as`` nothing changes (the command runs as the skylet's user, in
@@ -35,8 +35,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from skyshift.compat import local_tenants
 from skyshift.compat.errors import Permanent
+from skyshift.compat.local import tenants as local_tenants
 
 log = logging.getLogger(__name__)
 

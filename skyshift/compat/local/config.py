@@ -8,8 +8,8 @@ to ``$SKYSHIFT_HOME/clusters/<name>`` of the skylet, where ``skyshift down --pur
 embedded stack removes it (so ``skyctl create cluster b --manager local`` needs no config).
 ``run_as`` (a user name) and
 ``work_root`` (where that user's working directories go) are explained in
-:mod:`skyshift.compat.local_user`, ``namespace_users`` in
-:mod:`skyshift.compat.local_tenants`. Kept apart from the adapter so a bad config fails at
+:mod:`skyshift.compat.local.user`, ``namespace_users`` in
+:mod:`skyshift.compat.local.tenants`. Kept apart from the adapter so a bad config fails at
 construction with a ``Permanent`` error that names the field.
 """
 

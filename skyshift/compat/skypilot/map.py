@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from skyshift.compat.errors import Permanent
-from skyshift.compat.skypilot_client import SkyJob
+from skyshift.compat.skypilot.client import SkyJob
 from skyshift.compat.types import FAILED, PENDING, RUNNING, SUCCEEDED, ReplicaSpec, ReplicaStatus
 from skyshift.models.quantity import Resources
 

@@ -3,7 +3,7 @@
 A cluster is attached by a kubeconfig context (``list_contexts`` lists them for the CLI).
 Without ``context`` it is the context named like the cluster (as in the original SkyShift), or
 the file's only context; several and none so named is a Permanent error that lists them
-(``kubernetes_api.resolve_context``), never the current context taken by guess.
+(``api.resolve_context``), never the current context taken by guess.
 Config (all optional; see ``KubeSettings``)::
 
     kubeconfig: ~/.kube/config        context: my-cluster     namespace: skyshift
@@ -21,16 +21,16 @@ Objects: ``restart_policy`` Always -> one single-replica Deployment per replica 
 restarts it); Never/OnFailure -> a bare Pod with restartPolicy Never (SkyShift restarts it per
 its own policy by resubmitting with a higher ``attempt``, which replaces the old pod). Names are
 the replica names, so a retried submit finds what exists (409) and adopts it. Labels: see
-``kubernetes_objects``. GPUs: ``nvidia.com/gpu`` limits and, for named accelerators, a required
+``objects``. GPUs: ``nvidia.com/gpu`` limits and, for named accelerators, a required
 node affinity to the nodes whose ``nvidia.com/gpu.product`` (or GKE accelerator) label names that
 model. ``annotations`` go on every pod (e.g. ``pod-complete.stage.kwok.x-k8s.io/delay`` on the
 simulated clusters of ``skyshift sim k8s``).
 
-States come from one watch per cluster (``kubernetes_informer``); blocking client calls run in
+States come from one watch per cluster (``informer``); blocking client calls run in
 the cluster's own thread pool (``THREADS`` threads, as many pooled connections): asyncio's
 default pool (cores + 4 threads, shared by every cluster of the skylet) let a burst of submits
 to one cluster queue behind another cluster's listings, a few pod creations at a time. Only
-compat errors leave this module (``kubernetes_api`` maps them).
+compat errors leave this module (``api`` maps them).
 """
 
 from __future__ import annotations
@@ -49,12 +49,12 @@ from kubernetes.client import CoreV1Api
 from kubernetes.stream import stream as k8s_stream
 from kubernetes.stream.ws_client import ERROR_CHANNEL
 
-from skyshift.compat import kubernetes_objects as ko
 from skyshift.compat.errors import CompatError, NotFound, Permanent, Transient, Unsupported
-from skyshift.compat.kubernetes_api import Conflict, KubeApi, KubeSettings, list_contexts, translate
-from skyshift.compat.kubernetes_informer import ReplicaCache, replica_of, statuses
-from skyshift.compat.kubernetes_services import KubeServices
-from skyshift.compat.kubernetes_usage import ACTIVE, PodUsage, Reflector, slim_node
+from skyshift.compat.kubernetes import objects as ko
+from skyshift.compat.kubernetes.api import Conflict, KubeApi, KubeSettings, list_contexts, translate
+from skyshift.compat.kubernetes.informer import ReplicaCache, replica_of, statuses
+from skyshift.compat.kubernetes.services import KubeServices
+from skyshift.compat.kubernetes.usage import ACTIVE, PodUsage, Reflector, slim_node
 from skyshift.compat.types import (
     RUNNING,
     ClusterState,
@@ -81,7 +81,7 @@ def _obj_name(obj: dict[str, Any]) -> str:
 
 class KubernetesManager(KubeServices):
     """ClusterManager over one Kubernetes cluster (see the module docstring); services come
-    from ``KubeServices`` (``kubernetes_services``)."""
+    from ``KubeServices`` (``services``)."""
 
     manager = "k8"
 

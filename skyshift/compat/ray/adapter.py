@@ -12,16 +12,16 @@ A Ray cluster is attached by the address of its dashboard (which serves the Jobs
 
 How replicas map onto Ray: one Ray job per replica attempt, submitted with a deterministic
 ``submission_id``: the replica name (``<job>-<uid8>-<rank>``) for the first attempt,
-``<name>.<attempt>`` for restarts (``ray_map.submission_id``: Ray cannot safely take an id
+``<name>.<attempt>`` for restarts (``map.submission_id``: Ray cannot safely take an id
 again). A submit first lists the cluster's SkyShift jobs once per batch: a replica already
 there with the same or a higher attempt is adopted, never submitted twice; a lower attempt is
 stopped and removed first; two submits racing on one id meet Ray's "already exists" and the
 loser adopts. The entrypoint is ``run`` (Ray runs it with ``/bin/sh``); ``envs`` plus
 ``SKYSHIFT_JOB``/``_NAMESPACE``/``_RANK``/``_REPLICA`` go in ``runtime_env.env_vars``;
 ``resources`` become ``entrypoint_num_cpus``, ``entrypoint_memory``, ``entrypoint_num_gpus``
-and ``entrypoint_resources`` (``ray_map.entrypoint_resources``), which Ray reserves for the
+and ``entrypoint_resources`` (``map.entrypoint_resources``), which Ray reserves for the
 entrypoint while it runs. The submission's ``metadata`` marks it as SkyShift's and carries the
-replica's identity, attempt and reservation (``ray_map.RayMeta``): jobs without it are never
+replica's identity, attempt and reservation (``map.RayMeta``): jobs without it are never
 listed or touched. ``image`` is ignored, as by the ``local`` manager: the entrypoint runs in the
 Ray node's own environment (a Ray cluster's image is chosen when the cluster is built, not per
 job).
@@ -55,8 +55,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
+from skyshift.compat.fit import check_fits
 from skyshift.compat.name_locks import NameLocks
-from skyshift.compat.ray_map import (
+from skyshift.compat.ray.map import (
     RayMeta,
     classify,
     current,
@@ -295,17 +296,8 @@ class RayManager:
         return _dump(info)
 
     def _check_fits(self, spec: ReplicaSpec) -> None:
-        nodes = self._nodes_seen or []
-        if not nodes:
-            return
-        request = reservation(RayMeta.of(spec), self._custom)
-        if any(request.fits_in(n.capacity) for n in nodes):
-            return
-        biggest = max(nodes, key=lambda n: (n.capacity.cpus, n.capacity.memory))
-        raise Permanent(
-            f"replica {spec.name} can never fit a node of Ray cluster {self.name} "
-            f"(largest node {biggest.name}: {'; '.join(request.shortfall(biggest.capacity))})"
-        )
+        check_fits(spec.name, reservation(RayMeta.of(spec), self._custom),
+                   self._nodes_seen or [], f"Ray cluster {self.name}")
 
     async def _submit_one(self, spec: ReplicaSpec,
                           have: tuple[RayMeta, ReplicaStatus, str] | None) -> ReplicaStatus:
@@ -384,7 +376,7 @@ class RayManager:
 
     def _reap_ghosts(self, jobs: list[dict[str, Any]]) -> None:
         """Remove, in the background, the records Ray re-created for jobs this adapter deleted
-        (``ray_map.GHOST_ENTRYPOINT``); they would otherwise stay in Ray's job table."""
+        (``map.GHOST_ENTRYPOINT``); they would otherwise stay in Ray's job table."""
         now = time.monotonic()
         self._deleted = {k: t for k, t in self._deleted.items() if now - t < _GHOST_WINDOW}
         for job in jobs:
