@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from skyshift.compat.errors import Permanent, Transient
-from skyshift.compat.skypilot_client import SkyPilotClient, stop_api_server
+from skyshift.compat.skypilot.client import SkyPilotClient, stop_api_server
 from skyshift.devstack.sim_skypilot import (
     INFRA,
     LOCK_FILE,

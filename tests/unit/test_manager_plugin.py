@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from skyshift.activities.convert import manager_config
 from skyshift.cli.main import cli
 from skyshift.cli.manifests import cluster_manifest
 from skyshift.compat import ManagerKind, add_manager, base, create_manager, kind, known_managers
 from skyshift.compat.services import unsupported
+from skyshift.lifecycle.convert import manager_config
 from skyshift.models import managers, parse_object
 from skyshift.models.managers import ManagerNames
 

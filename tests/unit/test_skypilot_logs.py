@@ -11,8 +11,8 @@ import pytest
 
 from skyshift.compat.errors import NotFound
 from skyshift.compat.skypilot import SkyPilotManager
-from skyshift.compat.skypilot_client import SkyJob
-from skyshift.compat.skypilot_map import JobMeta
+from skyshift.compat.skypilot.client import SkyJob
+from skyshift.compat.skypilot.map import JobMeta
 from skyshift.compat.types import ReplicaSpec
 from tests.fixtures.compat import make_spec
 

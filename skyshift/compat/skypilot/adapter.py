@@ -14,7 +14,7 @@ provisioned (the provisioning side adds SkyPilot clusters to it to scale up). Co
                    [$SKYSHIFT_HOME/skypilot]
     labels         labels the cluster reports for placement filters
 
-Mapping (``skypilot_map``): one SkyPilot job per replica attempt, submitted with ``sky exec``
+Mapping (``map``): one SkyPilot job per replica attempt, submitted with ``sky exec``
 (async: it returns once the job is queued) under a deterministic job name carrying the replica's
 identity, so a submit looks the name up in the queues first and adopts what is there (same or
 higher attempt), never submitting twice. ``replicas()`` is one ``sky queue`` per SkyPilot

@@ -4,7 +4,7 @@ SkyPilot lives in a virtualenv of its own (scripts/install-skypilot.sh: its pins
 downgrade SkyShift's environment) and runs as a dedicated unprivileged user, so that what it
 writes (``~/.sky``, ``~/.slurm``, ``.bashrc``, ``.sky_clusters``, ``authorized_keys``) lands in
 that user's home and never in the control plane's. Each call here is one subprocess: that venv's
-python running ``skypilot_runner`` (SkyPilot's SDK: ``sky.launch/status/down/exec/queue/
+python running ``runner`` (SkyPilot's SDK: ``sky.launch/status/down/exec/queue/
 tail_logs/cancel`` with ``sky.get``/``stream_and_get``) as that user. Lines SkyPilot streams
 while it works go to ``progress``; the answer is the runner's last line. SkyPilot starts its
 API server on the first call, as that user; :func:`stop_api_server` ends it and what

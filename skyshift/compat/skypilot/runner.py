@@ -1,4 +1,4 @@
-"""The SkyPilot SDK calls, run inside SkyPilot's own virtualenv by ``skypilot_client``.
+"""The SkyPilot SDK calls, run inside SkyPilot's own virtualenv by ``client``.
 
 SkyPilot pins versions of shared libraries (click, bcrypt, uvicorn, protobuf) that SkyShift's
 environment cannot take, so it lives in a virtualenv of its own and is never imported by
