@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from skyshift.compat.errors import NotFound
-from skyshift.compat.skypilot import SkyPilotManager
+from skyshift.compat.skypilot.adapter import SkyPilotManager
 from skyshift.compat.skypilot.client import SkyJob
 from skyshift.compat.skypilot.map import JobMeta
 from skyshift.compat.types import ReplicaSpec
