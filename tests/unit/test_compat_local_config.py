@@ -45,3 +45,15 @@ def test_state_dir_defaults_to_the_clusters_directory_of_skyshift_home(
     monkeypatch.setenv("SKYSHIFT_HOME", str(tmp_path))
     assert LocalConfig.parse("b", {"cpus": 2}).state_dir == tmp_path / "clusters" / "b"
     assert LocalConfig.parse("b", {"state_dir": "/srv/b"}).state_dir == Path("/srv/b")
+
+
+def test_capacity_left_out_is_this_hosts() -> None:
+    """`skyctl create cluster b --manager local` declares no capacity: the cluster offers this
+    host's CPUs and memory rather than nothing (jobs would wait forever)."""
+    import os
+
+    config = LocalConfig.parse("b", {"state_dir": "/x", "cpus": 0, "memory": None})
+    pages = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert config.capacity.cpus == float(os.cpu_count() or 1) >= 1
+    assert config.capacity.memory == pytest.approx(pages / 1e6)
+    assert LocalConfig.parse("b", {"state_dir": "/x", "cpus": 0.5}).capacity.cpus == 0.5

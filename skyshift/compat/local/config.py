@@ -2,9 +2,11 @@
 
 The local manager does not measure the machine: an operator declares what SkyShift may use
 (``cpus``, ``memory`` in MB or a quantity like ``"8Gi"``, optional fake ``gpus`` and
-``accelerators``), and optionally ``nodes`` to split it evenly into several equal nodes so that
-placement and spreading can be exercised on one machine. ``state_dir`` (replica state) defaults
-to ``$SKYSHIFT_HOME/clusters/<name>`` of the skylet, where ``skyshift down --purge`` of the
+``accelerators``; ``cpus`` and ``memory`` left out, or 0, default to this host's CPU count and
+memory, so a cluster created with no capacity can run jobs), and optionally ``nodes`` to
+split it evenly into several equal nodes so that placement and spreading can be exercised on
+one machine. ``state_dir`` (replica state) defaults to ``$SKYSHIFT_HOME/clusters/<name>`` of
+the skylet, where ``skyshift down --purge`` of the
 embedded stack removes it (so ``skyctl create cluster b --manager local`` needs no config).
 ``run_as`` (a user name) and
 ``work_root`` (where that user's working directories go) are explained in
@@ -15,6 +17,7 @@ construction with a ``Permanent`` error that names the field.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,17 @@ def default_state_dir(cluster: str) -> Path:
     """Where a local cluster keeps replica state when its config names no ``state_dir``."""
     return skyshift_home() / "clusters" / cluster
 
+
+
+
+def host_cpus() -> float:
+    """This host's CPUs: the default capacity of a local cluster that declares none."""
+    return float(os.cpu_count() or 1)
+
+
+def host_memory_mb() -> float:
+    """This host's memory in MB (10^6 bytes), the default of a local cluster that declares none."""
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) / 1e6
 
 @dataclass
 class LocalConfig:
@@ -83,8 +97,8 @@ class LocalConfig:
             if not isinstance(address, str) or any(c.isspace() or c in "/:@" for c in address):
                 raise ValueError("address must be a host name or an IPv4 address")
             capacity = Resources(
-                cpus=parse_cpus(config.get("cpus", 0)),
-                memory=parse_memory(config.get("memory", 0)),
+                cpus=parse_cpus(config.get("cpus") or host_cpus()),
+                memory=parse_memory(config.get("memory") or host_memory_mb()),
                 gpus=gpus,
                 accelerators=parse_accelerators(config.get("accelerators")),
             )
