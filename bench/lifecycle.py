@@ -269,6 +269,17 @@ async def stop_replicas(root: Path) -> None:
         await asyncio.gather(*(one(u) for u in {r.job_uid for r in await mgr.replicas()}))
 
 
+async def stop_stack(procs: list[Any], tmp: Path) -> None:
+    """Stop what ``spawn`` started (last first) and the replicas left on its clusters."""
+    for p in reversed(procs):
+        if isinstance(p, subprocess.Popen):
+            p.terminate()
+            p.wait(30)
+        else:
+            p.stop()
+    await stop_replicas(tmp / "clusters")
+
+
 def stack_pids(procs: list[Any]) -> dict[str, int]:
     """Name -> pid of the spawned processes (etcd, temporal, control, skylet_manager)."""
     names = ["etcd", "temporal", "control", "skylet_manager"]
@@ -338,13 +349,7 @@ async def main(args: argparse.Namespace, tmp: Path, procs: list[Any]) -> None:
         watcher.cancel()
         if bench.results:
             print(f"wrote {write_result('lifecycle', bench.results)}")
-        for p in reversed(procs):
-            if isinstance(p, subprocess.Popen):
-                p.terminate()
-                p.wait(30)
-            else:
-                p.stop()
-        await stop_replicas(tmp / "clusters")
+        await stop_stack(procs, tmp)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from temporalio.worker import Worker
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._util import write_result
-from bench.lifecycle import NS, Bench, Minimal, noop, spawn, stack_pids, stop_replicas
+from bench.lifecycle import NS, Bench, Minimal, noop, spawn, stack_pids, stop_stack
 from skyshift.config import Settings
 from skyshift.contract.names import SCHEDULER_ID
 from skyshift.lifecycle.client import connect
@@ -129,13 +129,7 @@ async def main(args: argparse.Namespace, tmp: Path, procs: list[Any]) -> None:
             "minimal_workflow": floor, "events_per_job_over_minimal": round(ratio, 3)})
         print(f"results: {path}")
     finally:
-        for p in reversed(procs):
-            if hasattr(p, "terminate"):
-                p.terminate()
-                p.wait(30)
-            else:
-                p.stop()
-        await stop_replicas(tmp / "clusters")
+        await stop_stack(procs, tmp)
 
 
 if __name__ == "__main__":
