@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from skyshift.devstack import sim_ray
-from tests.fixtures.docs_blocks import ROOT, pages, parse
+from tests.fixtures.docs_blocks import ROOT, directive, pages, parse
 from tests.fixtures.docs_run import PageRunner, Tally
 from tests.fixtures.require import strict
 from tests.fixtures.stack import stack_up
@@ -49,9 +49,26 @@ def runner(request: pytest.FixtureRequest) -> Iterator[PageRunner]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.mark.timeout(900)
-@pytest.mark.parametrize("page", [p.relative_to(ROOT).as_posix() for p in pages()])
-def test_page_commands_run(runner: PageRunner, page: str) -> None:
+def page_names(skypilot: bool) -> list[str]:
+    """The pages, those with a block that needs the SkyPilot test bed or the others. The bed is
+    one per machine and a test session's fixture holds it from its first use to the session's
+    end, so tests/e2e/test_docs_skypilot.py runs those pages before anything else takes it."""
+    names = []
+    for path in pages():
+        page = path.relative_to(ROOT).as_posix()
+        needs = any("skypilot" in directive(b).needs for b in parse(path.read_text(), page))
+        if needs == skypilot:
+            names.append(page)
+    return names
+
+
+def run_page(runner: PageRunner, page: str) -> None:
     cwd = runner.page_dir(page)
     for block in parse((ROOT / page).read_text(), page):
         runner.run_block(block, cwd, strict())
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("page", page_names(skypilot=False))
+def test_page_commands_run(runner: PageRunner, page: str) -> None:
+    run_page(runner, page)
