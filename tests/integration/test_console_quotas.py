@@ -34,9 +34,13 @@ async def test_quotas_tab_shows_use_against_hard_and_what_is_borrowed(
     row = '#quotas-table tr[data-key="ml/team-ml"]'
     text = await in_thread(page.wait_text, row, "cpus: 6/4")
     assert "research" in text and "jobs: 3/10" in text and "memory: 1000MB/8Gi" in text
-    assert "cpus: 2" in page.text_of(f"{row} td:nth-child(5)")  # borrowed
-    assert page.text_of(f"{row} td:nth-child(6)") == "2"
-    full = [str(e.get_attribute("data-key")) for e in page.all(f"{row} .quota-full")]
+    # read inside page.wait: the table is drawn again every few seconds, so an element found
+    # a moment ago may be gone when it is read (only a reason to look again)
+    borrowed = page.wait(lambda _: page.text_of(f"{row} td:nth-child(5)"), "borrowed")
+    assert "cpus: 2" in borrowed
+    assert page.wait(lambda _: page.text_of(f"{row} td:nth-child(6)"), "the weight") == "2"
+    full = page.wait(lambda _: [str(e.get_attribute("data-key"))
+                                for e in page.all(f"{row} .quota-full")], "a used-up limit")
     assert full == ["cpus"]
     await in_thread(page.wait_text, '#quotas-table tr[data-key="default/small"]', "jobs: 0/1")
     page.css("#ns-filter").send_keys("ml")

@@ -136,6 +136,13 @@ def node_phases(page: Page, svg: str) -> dict[str, str]:
     }
 
 
+def edge_set(page: Page, svg: str) -> set[tuple[str, str]]:
+    return {
+        (str(e.get_attribute("data-from")), str(e.get_attribute("data-to")))
+        for e in page.all(f"{svg} g.edge")
+    }
+
+
 def test_real_pipeline_dag_runs_and_is_cancelled(
     devstack: DevStack, admin: httpx.Client, browser: Any, tmp_path: Path
 ) -> None:
@@ -157,16 +164,15 @@ def test_real_pipeline_dag_runs_and_is_cancelled(
     svg = f"{row} svg.dag-graph"
     running = {"fetch": "Succeeded", "train": "Running", "report": "Pending"}
     page.wait(lambda _: node_phases(page, svg) == running, f"{running} in the DAG", STARTUP)
-    edges = {
-        (str(e.get_attribute("data-from")), str(e.get_attribute("data-to")))
-        for e in page.all(f"{svg} g.edge")
-    }
+    # read inside page.wait: the table is drawn again on every watch event, so an element
+    # found a moment ago may be gone when it is read (only a reason to look again)
+    edges = page.wait(lambda _: edge_set(page, svg), "the DAG's edges")
     assert edges == {("fetch", "train"), ("train", "report")}
 
     click_action(page, row, "cancel", "yes")
     page.wait_text("#notice-text", f"pipeline default/{name} cancelling")
     page.wait_text(f"{row} .phase-cell", "Cancelled", STARTUP)
-    phases = node_phases(page, svg)
+    phases = page.wait(lambda _: node_phases(page, svg), "the DAG's nodes")
     assert phases["fetch"] == "Succeeded" and phases["report"] == "Cancelled", phases
 
 
