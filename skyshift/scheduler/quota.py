@@ -21,8 +21,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from skyshift.models.quantity import Resources
+from skyshift.models.quota import ACCELERATOR_PREFIX
 
-ACCELERATOR_PREFIX = "accelerator/"
 EPS = 1e-9
 
 
@@ -96,6 +96,12 @@ class QuotaBook:
             self.by_ns.setdefault(q.namespace, []).append(copy)
             if copy.cohort:
                 self.cohorts.setdefault(copy.cohort, []).append(copy)
+        # the denominators of the shares: hard limits do not change during a round
+        self.totals: dict[tuple[str, str], float] = {}
+        for members in self.cohorts.values():
+            for m in members:
+                for key in m.hard:
+                    self.totals[(m.cohort, key)] = sum(o.hard.get(key, 0.0) for o in members)
 
     def blocked(self, namespace: str, want: dict[str, float]) -> str | None:
         """Why ``want`` does not fit ``namespace``'s quotas (the first quota short), or None."""
@@ -149,9 +155,7 @@ class QuotaBook:
         return best
 
     def _total(self, q: QuotaInfo, key: str) -> float:
-        if not q.cohort:
-            return q.hard[key]
-        return sum(m.hard.get(key, 0.0) for m in self.cohorts[q.cohort])
+        return self.totals[(q.cohort, key)] if q.cohort else q.hard[key]
 
 
 def fair_order(
