@@ -32,7 +32,7 @@ from kubernetes.client.exceptions import ApiException
 
 from bench._util import summary_ms
 from skyshift.compat.kubernetes.objects import cpu_quantity, memory_quantity
-from skyshift.devstack.sim_k8s import SimK8sCluster
+from skyshift.devstack.sim.k8s import SimK8sCluster
 
 NS = "skyshift-baseline"
 LABEL = "bench=k8s-direct"

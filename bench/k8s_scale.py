@@ -69,7 +69,7 @@ from skyshift.client.async_client import AsyncSkyShiftClient  # noqa: E402
 from skyshift.client.errors import ApiError  # noqa: E402
 from skyshift.config import Settings  # noqa: E402
 from skyshift.devstack import procs  # noqa: E402
-from skyshift.devstack.sim_k8s import (  # noqa: E402
+from skyshift.devstack.sim.k8s import (  # noqa: E402
     COMPONENTS,
     NodeShape,
     SimK8sCluster,

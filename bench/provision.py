@@ -1,6 +1,6 @@
 """Provisioning benchmark: prints figures, asserts nothing.
 
-On the SkyPilot test bed (skyshift/devstack/sim_skypilot.py: SkyPilot 0.14 against a simulated
+On the SkyPilot test bed (skyshift/devstack/sim/skypilot.py: SkyPilot 0.14 against a simulated
 Slurm cluster through an sshd login node), through the whole stack (API, Temporal, control
 worker and skylet manager of a private ``skyshift up``), beside the same work done straight
 with SkyPilot's SDK (the driver SkyShift uses, as the same user) in the same run:
@@ -38,7 +38,7 @@ from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
 from skyshift.compat.provision_types import LaunchRequest, NodeShape
 from skyshift.compat.skypilot.client import SkyPilotClient, stop_api_server
-from skyshift.devstack.sim_skypilot import SkySlurm, missing, sky_slurm_bed
+from skyshift.devstack.sim.skypilot import SkySlurm, missing, sky_slurm_bed
 
 SHAPE = NodeShape(cpus=2, memory_gb=2)
 DONE = {"SUCCEEDED", "FAILED", "FAILED_SETUP", "FAILED_DRIVER", "CANCELLED"}

@@ -3,7 +3,7 @@
 (Named ``ray_jobs.py``, not ``ray.py``: run as a script, its directory is on ``sys.path`` and a
 ``ray.py`` there would shadow the ``ray`` package it imports.)
 
-Against one Ray head (``ray start --head`` through ``skyshift.devstack.sim_ray``), submit ->
+Against one Ray head (``ray start --head`` through ``skyshift.devstack.sim.ray``), submit ->
 Running latency over ``--jobs`` jobs submitted one at a time, in the same run:
 
 - through SkyShift: POST of a Job (placement filtered to the Ray cluster) until GET says
@@ -40,7 +40,7 @@ from bench._util import pct, write_result
 from bench.slurm import stack, token_for
 from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
-from skyshift.devstack.sim_ray import SimRayCluster, start_ray_clusters, stop_ray_clusters
+from skyshift.devstack.sim.ray import SimRayCluster, start_ray_clusters, stop_ray_clusters
 
 CLUSTER = "bench-ray"
 NS = "default"

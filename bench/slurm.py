@@ -1,6 +1,6 @@
 """Slurm benchmark: prints figures, asserts nothing.
 
-Against one simulated Slurm cluster (real slurmctld/slurmd, ``skyshift.devstack.sim_slurm``),
+Against one simulated Slurm cluster (real slurmctld/slurmd, ``skyshift.devstack.sim.slurm``),
 through the whole stack (API with the admin token, Temporal, control worker, skylet manager,
 Slurm adapter), beside the same work submitted straight with ``sbatch`` in the same run:
 
@@ -61,7 +61,7 @@ from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
 from skyshift.config import Settings
 from skyshift.devstack import procs
-from skyshift.devstack.sim_slurm import (
+from skyshift.devstack.sim.slurm import (
     SimSlurmCluster,
     SimSlurmError,
     check_prerequisites,

@@ -43,7 +43,7 @@ from skyshift.devstack.components import (
     SQLITE_PRAGMAS,
     temporal_binary,
 )
-from skyshift.devstack.sim_slurm import free_ports
+from skyshift.devstack.sim.slurm import free_ports
 from skyshift.lifecycle.client import connect
 
 VARIANTS: dict[str, tuple[str, ...] | None] = {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build, once, the binaries of SkyShift's simulated Kubernetes test bed (skyshift/devstack/sim_k8s.py):
+# Build, once, the binaries of SkyShift's simulated Kubernetes test bed (skyshift/devstack/sim/k8s.py):
 # kube-apiserver, kube-controller-manager and kube-scheduler from the k8s.io/kubernetes Go module
 # (through the wrapper module in scripts/k8s-build/, which replaces every staging module by its
 # published version), etcd from go.etcd.io/etcd/server/v3 in the same module (Debian's etcd 3.4

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install what the simulated Slurm test bed (skyshift/devstack/sim_slurm.py) and the Slurm adapter
+# Install what the simulated Slurm test bed (skyshift/devstack/sim/slurm.py) and the Slurm adapter
 # tests need: slurmctld, slurmd, the client commands, munge, and openssh (client for the adapter's
 # SSH path, server for the test that starts a private sshd). Idempotent: installs only what is
 # missing, so CI can call it on every run. Debian/Ubuntu (apt) only; needs root or sudo.

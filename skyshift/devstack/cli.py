@@ -29,7 +29,7 @@ from skyshift.devstack.local import (
 )
 from skyshift.devstack.login import ADMIN, admin_login
 from skyshift.devstack.metrics_targets import targets_path
-from skyshift.devstack.sim import sim
+from skyshift.devstack.sim.cli import sim
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -26,7 +26,7 @@ from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
 from skyshift.compat.kubernetes.objects import JOB_UID, MANAGED_SELECTOR, RANK
 from skyshift.contract.jobs import replica_name
-from skyshift.devstack.sim_k8s import SimK8sCluster
+from skyshift.devstack.sim.k8s import SimK8sCluster
 from tests.fixtures.stack import DevStack, skyctl_argv
 
 Obj = dict[str, Any]

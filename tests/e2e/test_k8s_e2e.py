@@ -35,7 +35,7 @@ from click.testing import CliRunner
 from skyshift.cli.main import cli
 from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.compat.kubernetes.objects import JOB_UID, parse_quantity
-from skyshift.devstack.sim_k8s import SimK8sCluster
+from skyshift.devstack.sim.k8s import SimK8sCluster
 from tests.e2e.k8s_helpers import (
     K8sE2E,
     Obj,

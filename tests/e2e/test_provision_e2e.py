@@ -32,7 +32,7 @@ import pytest
 from skyshift.compat.base import create_manager
 from skyshift.contract.jobs import replica_name
 from skyshift.contract.provision import sky_name
-from skyshift.devstack.sim_skypilot import missing
+from skyshift.devstack.sim.skypilot import missing
 from tests.fixtures.auth import admin_token
 from tests.fixtures.require import require
 from tests.fixtures.stack import DevStack, skyctl_argv, stack_up

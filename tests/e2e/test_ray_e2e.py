@@ -28,7 +28,7 @@ import pytest_asyncio
 from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
 from skyshift.contract.jobs import replica_name
-from skyshift.devstack.sim_ray import SimRayCluster
+from skyshift.devstack.sim.ray import SimRayCluster
 from tests.fixtures.auth import admin_token
 from tests.fixtures.stack import DevStack, skyctl_argv, stack_up
 

@@ -36,7 +36,7 @@ from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
 from skyshift.contract.jobs import replica_name
 from skyshift.contract.names import cluster_workflow_id
-from skyshift.devstack.sim_slurm import SimSlurmCluster
+from skyshift.devstack.sim.slurm import SimSlurmCluster
 from skyshift.lifecycle.client import connect
 from tests.fixtures.auth import admin_token
 from tests.fixtures.stack import DevStack, stack_up

@@ -22,7 +22,7 @@ import pytest
 from skyshift.compat.base import ClusterManager
 from skyshift.compat.kubernetes.adapter import KubernetesManager
 from skyshift.compat.types import FAILED, RUNNING, SUCCEEDED, ReplicaSpec, ReplicaStatus
-from skyshift.devstack.sim_k8s import DURATION_ENV, EXIT_CODE_ENV, SimK8sCluster
+from skyshift.devstack.sim.k8s import DURATION_ENV, EXIT_CODE_ENV, SimK8sCluster
 from tests.fixtures.compat import new_job, wait_for
 from tests.integration.contract_suite import Cluster, ClusterManagerContract, ManagerFactory
 

@@ -1,5 +1,5 @@
 """Runs the shared ClusterManager contract against the ``ray`` adapter on a real Ray head
-(``ray start --head`` through skyshift/devstack/sim_ray.py), plus what only Ray has: GPU and
+(``ray start --head`` through skyshift/devstack/sim/ray.py), plus what only Ray has: GPU and
 accelerator-type reservations, and a restart (higher attempt) under the same submission id."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from skyshift.compat.errors import Permanent
 from skyshift.compat.ray.adapter import RayManager
 from skyshift.compat.types import RUNNING, SUCCEEDED
-from skyshift.devstack.sim_ray import SimRayCluster
+from skyshift.devstack.sim.ray import SimRayCluster
 from skyshift.models.quantity import Resources
 from tests.fixtures.compat import new_job
 from tests.integration.contract_suite import Cluster, ClusterManagerContract, ManagerFactory

@@ -1,5 +1,5 @@
 """Runs the shared ClusterManager contract against the ``slurm`` adapter on a simulated cluster
-(real slurmctld/slurmd; see skyshift/devstack/sim_slurm.py)."""
+(real slurmctld/slurmd; see skyshift/devstack/sim/slurm.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from skyshift.compat.slurm.adapter import SlurmManager
-from skyshift.devstack.sim_slurm import SimSlurmCluster
+from skyshift.devstack.sim.slurm import SimSlurmCluster
 from skyshift.models.quantity import Resources
 from tests.integration.contract_suite import ClusterManagerContract, ManagerFactory
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from skyshift.devstack import sim_ray
+from skyshift.devstack.sim import ray as sim_ray
 from tests.fixtures.docs_blocks import ROOT, directive, pages, parse
 from tests.fixtures.docs_run import PageRunner, Tally
 from tests.fixtures.require import strict

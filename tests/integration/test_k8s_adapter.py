@@ -19,7 +19,7 @@ from skyshift.compat.errors import NotFound, Permanent, Transient
 from skyshift.compat.kubernetes.adapter import KubernetesManager
 from skyshift.compat.kubernetes.objects import JOB_UID, MANAGED_SELECTOR
 from skyshift.compat.types import FAILED, PENDING, RUNNING, SUCCEEDED, ReplicaSpec
-from skyshift.devstack.sim_k8s import DELAY_ANNOTATION, DURATION_ENV, EXIT_CODE_ENV, SimK8sCluster
+from skyshift.devstack.sim.k8s import DELAY_ANNOTATION, DURATION_ENV, EXIT_CODE_ENV, SimK8sCluster
 from skyshift.models.quantity import Resources
 
 pytest_plugins = ["tests.fixtures.k8s"]

@@ -19,7 +19,7 @@ from skyshift.compat.kubernetes.adapter import KubernetesManager
 from skyshift.compat.kubernetes.objects import MANAGED_BY, NAMESPACE
 from skyshift.compat.services import ServiceManager
 from skyshift.compat.types import ServicePort, ServiceSpec
-from skyshift.devstack.sim_k8s import SimK8sCluster
+from skyshift.devstack.sim.k8s import SimK8sCluster
 
 pytest_plugins = ["tests.fixtures.k8s"]
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 from skyshift.contract.names import service_workflow_id
-from skyshift.devstack.sim_slurm import SimSlurmCluster
+from skyshift.devstack.sim.slurm import SimSlurmCluster
 from skyshift.lifecycle.converter import DATA_CONVERTER
 from skyshift.models.meta import now_iso
 from skyshift.workers.control import WORKFLOWS

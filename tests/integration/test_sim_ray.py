@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from skyshift.devstack.sim_ray import existing_clusters
+from skyshift.devstack.sim.ray import existing_clusters
 from tests.fixtures.ray import _require_ray
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,7 @@ import pytest
 from skyshift.compat.errors import Permanent, Transient
 from skyshift.compat.slurm.adapter import SlurmManager
 from skyshift.compat.types import FAILED, RUNNING, SUCCEEDED, ReplicaStatus
-from skyshift.devstack.sim_slurm import SimSlurmCluster
+from skyshift.devstack.sim.slurm import SimSlurmCluster
 from skyshift.models.quantity import Resources
 from tests.fixtures.compat import make_spec, wait_for, wait_state
 
@@ -260,7 +260,7 @@ async def test_ssh_bad_key_is_permanent(
 async def test_ssh_unreachable_host_is_transient(
     make_manager: Callable[..., SlurmManager], slurm_sshd: SshServer,
 ) -> None:
-    from skyshift.devstack.sim_slurm import free_ports
+    from skyshift.devstack.sim.slurm import free_ports
 
     manager = make_manager(**slurm_sshd.config(port=free_ports(1)[0]))
     with pytest.raises(Transient):

@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 
 from skyshift.contract.jobs import replica_name
-from skyshift.devstack.sim_ray import SimRayCluster, existing_clusters
-from skyshift.devstack.sim_ray_user import RUN_USER
+from skyshift.devstack.sim.ray import SimRayCluster, existing_clusters
+from skyshift.devstack.sim.ray_user import RUN_USER
 from tests.fixtures.auth import admin_token
 from tests.fixtures.ray import _require_ray
 from tests.fixtures.stack import DevStack

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from skyshift.devstack import sim_ray
+from skyshift.devstack.sim import ray as sim_ray
 
 
 def test_an_ordinary_user_keeps_the_heads_under_the_skyshift_home(

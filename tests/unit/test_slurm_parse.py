@@ -1,8 +1,9 @@
 """Parsing and state mapping of the Slurm adapter, on outputs recorded from Slurm 22.05.8.
 
-The files in test_slurm_data/ were captured from the simulated test bed (sim_slurm) on this kind
-of machine: squeue/sinfo JSON with jobs in every state the adapter maps, a drained node, the
-answers while slurmctld was down, and sbatch's refusals.
+The files in test_slurm_data/ were captured from the simulated test bed
+(skyshift/devstack/sim/slurm.py) on this kind of machine: squeue/sinfo JSON with jobs in every
+state the adapter maps, a drained node, the answers while slurmctld was down, and sbatch's
+refusals.
 """
 
 from __future__ import annotations

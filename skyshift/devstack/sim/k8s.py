@@ -57,7 +57,7 @@ DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
 DURATION_ENV = "SKYSHIFT_SIM_DURATION"  # same as the annotation, set through a job's envs
 EXIT_CODE_ENV = "SKYSHIFT_SIM_EXIT_CODE"  # fail with this exit code (after the delay, if any)
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
-_REPO = Path(__file__).resolve().parents[2]
+_REPO = Path(__file__).resolve().parents[3]
 KUBE_VERSION = "v1.35.4"  # keep in step with scripts/build-k8s.sh
 
 

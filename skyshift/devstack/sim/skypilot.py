@@ -11,7 +11,7 @@ and the provisioning benchmark (bench/provision.py).
   ``~/.sky/config.yaml`` of that user point SkyPilot at it as infra ``slurm/skysim1``.
 
 SkyPilot's user has one home, one API server and one port: one bed per machine at a time
-(:func:`testbed_lock`; a second one waits). ``skyshift sim skypilot up`` (sim_skypilot_cli.py)
+(:func:`testbed_lock`; a second one waits). ``skyshift sim skypilot up`` (sim/skypilot_cli.py)
 starts the same bed from the command line and leaves it running until ``down``.
 """
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skyshift.compat.skypilot.client import DEFAULT_USER, SkyPilotClient
-from skyshift.devstack.sim_slurm import (
+from skyshift.devstack.sim.slurm import (
     Munge,
     SimSlurmCluster,
     _running_pid,

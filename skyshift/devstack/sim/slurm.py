@@ -237,7 +237,7 @@ class SimSlurmCluster:
             gres = f" Gres=gpu:{self.gpu_type}:{self.node_gpus}"
             self._write_gres()
         lines = [
-            f"# simulated cluster {self.name}, written by skyshift.devstack.sim_slurm",
+            f"# simulated cluster {self.name}, written by skyshift.devstack.sim.slurm",
             f"ClusterName={self.name}",
             *(["GresTypes=gpu"] if self.node_gpus > 0 else []),
             f"SlurmctldHost={self.hostname}(127.0.0.1)",

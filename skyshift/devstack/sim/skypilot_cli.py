@@ -1,6 +1,6 @@
 """``skyshift sim skypilot up|down|status``: the offline SkyPilot target from the command line.
 
-``up`` starts the bed of :mod:`skyshift.devstack.sim_skypilot` (a simulated Slurm cluster behind
+``up`` starts the bed of :mod:`skyshift.devstack.sim.skypilot` (a simulated Slurm cluster behind
 an sshd login node for SkyPilot's user) and leaves it running, enables SkyPilot's ``slurm``
 infra (which starts SkyPilot's API server, so the first launch does not pay for it) and prints
 the ``--infra`` value and a ``skyctl create cluster ... --provision`` line to paste. The bed is
@@ -20,7 +20,7 @@ import click
 
 from skyshift.compat.errors import Permanent, Transient
 from skyshift.compat.skypilot.client import SkyPilotClient, stop_api_server
-from skyshift.devstack.sim_skypilot import (
+from skyshift.devstack.sim.skypilot import (
     INFRA,
     LOCK_FILE,
     BedMissing,
@@ -31,7 +31,7 @@ from skyshift.devstack.sim_skypilot import (
     stop_bed,
     testbed_lock,
 )
-from skyshift.devstack.sim_slurm import SimSlurmError, _running_pid, _spawn, _stop
+from skyshift.devstack.sim.slurm import SimSlurmError, _running_pid, _spawn, _stop
 
 HOLDER_PID = "lock-holder.pid"
 EXAMPLE = "sky1"

@@ -11,7 +11,7 @@ caller's secrets must not be in it).
 
 Who the heads run as: entrypoints of Ray jobs run as the user of the raylet. Run as root, ``up``
 starts the heads as the unprivileged ``skyshift-run`` user (the one ``skyshift up`` creates for
-local replicas), never as root: :mod:`skyshift.devstack.sim_ray_user` (docs/security.md).
+local replicas), never as root: :mod:`skyshift.devstack.sim.ray_user` (docs/security.md).
 
 ``down`` stops a head by SIGTERM to its process group (``ray start --block`` stops what it
 started), SIGKILL after a grace period, then sweeps any process still pointing at the cluster's
@@ -42,8 +42,8 @@ from pathlib import Path
 import click
 
 from skyshift.config import skyshift_home
-from skyshift.devstack.sim_ray_user import NoUnprivilegedUser, head_prefix
-from skyshift.devstack.sim_slurm import free_ports
+from skyshift.devstack.sim.ray_user import NoUnprivilegedUser, head_prefix
+from skyshift.devstack.sim.slurm import free_ports
 
 META_FILE = "cluster.json"
 RUN_USER = "skyshift-run"
@@ -132,7 +132,7 @@ def _wait_gone(pids: list[int], timeout: float) -> list[int]:
 
 def run_as_user(home: Path, progress: Progress | None = None) -> tuple[str, list[str]]:
     """(user, argv prefix) heads start with: ``skyshift-run`` when we are root (never root
-    itself, :mod:`skyshift.devstack.sim_ray_user`), ("", []) otherwise."""
+    itself, :mod:`skyshift.devstack.sim.ray_user`), ("", []) otherwise."""
     try:
         user, prefix = head_prefix(home)
     except NoUnprivilegedUser as exc:

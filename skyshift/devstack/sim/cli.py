@@ -11,10 +11,10 @@ import importlib
 import click
 
 _SIMULATORS = {
-    "slurm": ("skyshift.devstack.sim_slurm", "slurm", "Simulated Slurm clusters."),
-    "k8s": ("skyshift.devstack.sim_k8s", "k8s", "Simulated Kubernetes clusters (kwok)."),
-    "ray": ("skyshift.devstack.sim_ray", "ray", "Simulated Ray clusters (ray start --head)."),
-    "skypilot": ("skyshift.devstack.sim_skypilot_cli", "skypilot",
+    "slurm": ("skyshift.devstack.sim.slurm", "slurm", "Simulated Slurm clusters."),
+    "k8s": ("skyshift.devstack.sim.k8s", "k8s", "Simulated Kubernetes clusters (kwok)."),
+    "ray": ("skyshift.devstack.sim.ray", "ray", "Simulated Ray clusters (ray start --head)."),
+    "skypilot": ("skyshift.devstack.sim.skypilot_cli", "skypilot",
                  "The offline SkyPilot target (SkyPilot on a simulated Slurm cluster)."),
 }
 
