@@ -1,7 +1,8 @@
 """The control worker: ``python -m skyshift.workers.control``.
 
-Polls the ``skyshift-control`` task queue with every lifecycle workflow (Job, Cluster, Scheduler,
-ReplicaOp, Service) and the activities that touch etcd or need the Temporal client (status writes,
+Polls the ``skyshift-control`` task queue with the workflow of every kind with a lifecycle
+(:mod:`skyshift.workflows.registry`), the scheduler's, replica operations' and schedule runs', and
+the activities that touch etcd or need the Temporal client (status writes,
 finalizer removal, enqueue and batch placement), and runs the reconciler. It holds no state of
 its own, so any number of control workers can run side by side (each reconciler pass is
 idempotent), woken by a health watch of Temporal as soon as Temporal is back after an outage.
@@ -51,18 +52,11 @@ from skyshift.workers.quota_watch import QuotaWatch
 from skyshift.workers.reconciler import Reconciler
 from skyshift.workers.rules_watch import RulesWatch
 from skyshift.workers.temporal_watch import TemporalWatch
-from skyshift.workflows.cluster import ClusterWorkflow
-from skyshift.workflows.job import JobWorkflow
-from skyshift.workflows.link import LinkWorkflow
-from skyshift.workflows.ops import ReplicaOpWorkflow
-from skyshift.workflows.pipeline import PipelineWorkflow
-from skyshift.workflows.schedule import ScheduledRunWorkflow, ScheduleWorkflow
-from skyshift.workflows.scheduler import SchedulerWorkflow
-from skyshift.workflows.service import ServiceWorkflow
+from skyshift.workflows.registry import control_workflows
 
 log = logging.getLogger(__name__)
-WORKFLOWS = [JobWorkflow, ClusterWorkflow, SchedulerWorkflow, ReplicaOpWorkflow, ServiceWorkflow,
-             PipelineWorkflow, ScheduleWorkflow, ScheduledRunWorkflow, LinkWorkflow]
+#: each kind's lifecycle workflow (from the table in contract/lifecycles.py) and the helpers
+WORKFLOWS = control_workflows()
 
 
 QUEUE_POLL = 5.0  # seconds between queue-depth queries when metrics are on
