@@ -4,9 +4,11 @@ The page and its files need no token (they hold no data); everything they show c
 API's own routes, called with the bearer token the user gets by logging in on the page.
 ``GET /console/config`` (which does need a token: the API mounts :data:`config_router` behind its
 own authentication) tells the page where the Temporal UI is, so each lifecycle can link to its
-workflow there. Every console response carries a strict Content-Security-Policy: scripts only
-from this server, no inline script, no other origin. The console sits below the API: it imports
-nothing of it.
+workflow there; ``GET /console/kinds`` (the same) gives it the table of kinds with a lifecycle
+(:data:`skyshift.contract.lifecycles.LIFECYCLES`), so the page builds workflow ids, ends a job's
+log follow and names objects from the table instead of lists of its own. Every console
+response carries a strict Content-Security-Policy: scripts only from this server, no inline
+script, no other origin. The console sits below the API: it imports nothing of it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
 
 from skyshift.config import Settings
+from skyshift.contract.lifecycles import LIFECYCLES
+from skyshift.models.registry import kind_info
 
 STATIC = Path(__file__).parent / "static"
 
@@ -97,3 +101,25 @@ async def console_config(request: Request) -> Any:
         },
         headers=HEADERS,
     )
+
+
+def kind_table() -> list[dict[str, Any]]:
+    """What the console needs of each kind with a lifecycle: its names, its workflow id scheme
+    (``<prefix>/<ns>/<name>`` when namespaced, else ``<prefix>/<name>``), its first phase and
+    the phases in which its workflow has ended."""
+    return [
+        {
+            "kind": lc.kind,
+            "plural": kind_info(lc.kind).plural,
+            "namespaced": lc.namespaced,
+            "workflowIdPrefix": lc.id_prefix,
+            "firstPhase": lc.first_phase,
+            "ended": list(lc.ended),
+        }
+        for lc in LIFECYCLES
+    ]
+
+
+@config_router.get("/kinds")
+async def console_kinds() -> Any:
+    return JSONResponse({"kinds": kind_table()}, headers=HEADERS)

@@ -520,6 +520,10 @@ async def test_console_http_surface(console: Console) -> None:
         assert r.status_code in (401, 404) and "web console" not in r.text
         r = await anonymous.get("/console/config")
         assert r.status_code == 401
+        assert (await anonymous.get("/console/kinds")).status_code == 401
     r = await console.admin.get("/console/config")
     assert r.status_code == 200
     assert r.json() == {"temporalUi": TEMPORAL_UI, "temporalNamespace": TEMPORAL_NS}
+    r = await console.admin.get("/console/kinds")
+    assert r.status_code == 200
+    assert {k["plural"] for k in r.json()["kinds"]} >= {"clusters", "jobs", "pipelines", "services"}

@@ -5,6 +5,7 @@
 
 import { path, send } from "./api.js";
 import { $, h } from "./dom.js";
+import { kindName } from "./kinds.js";
 
 const MERGE = "application/merge-patch+json";
 const patch = (spec) => (plural, ns, name) =>
@@ -24,8 +25,6 @@ export const ACTIONS = {
     call: (plural, ns, name) => send("POST", path(ns, plural, name, "trigger")),
   },
 };
-
-const KIND = { jobs: "job", pipelines: "pipeline", schedules: "schedule" };
 
 /** What an action did, or why the API refused it, in the page's notice line. */
 function notice(text, ok) {
@@ -62,7 +61,7 @@ function ask(question, verb) {
 /** Run `action` on an object, asking first when it is destructive. */
 export async function act(action, plural, ns, name) {
   const spec = ACTIONS[action];
-  const what = `${KIND[plural]} ${ns}/${name}`;
+  const what = `${kindName(plural)} ${ns}/${name}`;
   if (spec.confirm && !(await ask(`${spec.label} ${what}? This cannot be undone.`, spec.label))) {
     return;
   }

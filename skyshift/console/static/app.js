@@ -6,6 +6,7 @@ import { ApiError, Informer, get, login, onUnauthorized, path, session } from ".
 import { $, fillTable } from "./dom.js";
 import { initFilters, matches, offerNamespaces, resetFilters } from "./filters.js";
 import { LogFollower, renderJob } from "./jobpage.js";
+import { setKinds } from "./kinds.js";
 import { auditRows, clusterRows, jobRows, serviceRows } from "./views.js";
 import { quotaRows } from "./quotas.js";
 import { pipelineRows, scheduleRows } from "./views_flow.js";
@@ -210,6 +211,7 @@ async function showLoggedIn() {
   $("#user").textContent = session.user;
   try {
     state.config = await get("console/config");
+    setKinds((await get("console/kinds")).kinds);
     $("#tab-audit").hidden = !(await mayAudit());
   } catch (error) {
     if (error.status === 401) return;  // already back at the login form

@@ -5,9 +5,9 @@
 import { actionButtons } from "./actions.js";
 import { get, path, sleep } from "./api.js";
 import { $, age, fillTable, h } from "./dom.js";
+import { endedIn, workflowId } from "./kinds.js";
 import { phaseBadge } from "./views.js";
 
-const ENDED = new Set(["Succeeded", "Failed"]);
 const REPLICA_STATES = ["Running", "Pending", "Succeeded", "Failed", "Unknown"];
 /** How often the logs are read again while the job runs (`skyctl logs -f` waits as long). */
 export const FOLLOW_MS = 2000;
@@ -51,8 +51,7 @@ function eventRows(status) {
 
 /** The workflow's page in the Temporal UI, spelled out as `skyctl describe` prints it. */
 function workflow(config, job) {
-  const { namespace, name } = job.metadata;
-  const id = (job.status || {}).workflowId || `job/${namespace}/${name}`;
+  const id = (job.status || {}).workflowId || workflowId("jobs", job);
   if (!config.temporalUi) return [h("code", {}, id), " (no Temporal UI configured)"];
   const ns = encodeURIComponent(config.temporalNamespace || "default");
   const href = `${config.temporalUi}/namespaces/${ns}/workflows/${encodeURIComponent(id)}`;
@@ -112,7 +111,7 @@ export class LogFollower {
         this.show(`could not get the logs: ${error.message}`, "error", "retrying");
       }
       if (signal.aborted) return;
-      if (ENDED.has(phase)) {
+      if (endedIn("jobs", phase)) {
         this.show(text, "ended", `ended (${phase})`);
         return;
       }

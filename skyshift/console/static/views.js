@@ -2,6 +2,7 @@
 
 import { actionButtons } from "./actions.js";
 import { age, h } from "./dom.js";
+import { workflowId } from "./kinds.js";
 
 const PHASES = new Set([
   "Init", "Provisioning", "Ready", "Error", "Deleting", "Pending", "Scheduled", "Submitted",
@@ -23,16 +24,19 @@ export function phaseBadge(phase) {
 export const jobHref = (ns, name) => `#job/${encodeURIComponent(ns)}/${encodeURIComponent(name)}`;
 
 /**
- * The Temporal UI page of a lifecycle's workflow (id `job/<ns>/<name>`, `service/<ns>/<name>`,
- * `cluster/<name>`), or a plain id when the server names no Temporal UI.
+ * The Temporal UI page of the workflow of `obj`, stored under `plural` (its id from the kinds'
+ * table: `job/<ns>/<name>`, `cluster/<name>`...), or a plain id when the server names no
+ * Temporal UI.
  */
-export function temporalLink(config, workflowId) {
-  if (!config.temporalUi) return h("code", { class: "workflow-id" }, workflowId);
+export function temporalLink(config, plural, obj) {
+  const id = workflowId(plural, obj);
+  if (!id) return h("span", { class: "muted" }, "—");
+  if (!config.temporalUi) return h("code", { class: "workflow-id" }, id);
   const ns = encodeURIComponent(config.temporalNamespace || "default");
-  const href = `${config.temporalUi}/namespaces/${ns}/workflows/${encodeURIComponent(workflowId)}`;
+  const href = `${config.temporalUi}/namespaces/${ns}/workflows/${encodeURIComponent(id)}`;
   return h("a", {
     class: "temporal-link", href, target: "_blank", rel: "noopener noreferrer",
-    title: `Workflow ${workflowId} in the Temporal UI`,
+    title: `Workflow ${id} in the Temporal UI`,
   }, "Temporal ↗");
 }
 
@@ -77,7 +81,7 @@ export function clusterRows(clusters, config) {
         h("td", { class: "gpu" }, capacityBar(status, "gpus")),
         h("td", {}, age(status.lastHeartbeat)),
         h("td", { class: "message" }, status.message || ""),
-        h("td", {}, temporalLink(config, `cluster/${c.metadata.name}`)));
+        h("td", {}, temporalLink(config, "clusters", c)));
     });
 }
 
@@ -125,7 +129,7 @@ export function jobRows(jobs, config) {
         h("td", {}, String(status.restarts || 0)),
         h("td", { class: "why" }, why(status)),
         h("td", {}, age(job.metadata.creationTimestamp)),
-        h("td", {}, temporalLink(config, `job/${namespace}/${name}`)),
+        h("td", {}, temporalLink(config, "jobs", job)),
         h("td", {}, h("a", { class: "logs-button", href: `${jobHref(namespace, name)}/logs` }, "Logs"),
           " ", actionButtons("jobs", namespace, name, ["delete"])));
     });
@@ -155,7 +159,7 @@ export function serviceRows(services, config) {
         h("td", {}, [status.externalIP || status.clusterIP || spec.clusterIP || "",
           ...linked.map((r) => `, ${r.cluster}: ${r.clusterIP || "?"}`)].join("")),
         h("td", {}, selector.join(", ")),
-        h("td", {}, temporalLink(config, `service/${namespace}/${name}`)));
+        h("td", {}, temporalLink(config, "services", svc)));
     });
 }
 

@@ -49,7 +49,7 @@ export function pipelineRows(pipelines, config) {
       h("td", { class: "dag" }, dagGraph(p.spec || {}, status), dag(p.spec || {}, status)),
       h("td", { class: "message" }, status.message || ""),
       h("td", {}, age(p.metadata.creationTimestamp)),
-      h("td", {}, temporalLink(config, `pipeline/${namespace}/${name}`)),
+      h("td", {}, temporalLink(config, "pipelines", p)),
       h("td", {}, actionButtons("pipelines", namespace, name, ["cancel", "delete"])));
   });
 }
@@ -71,7 +71,7 @@ export function scheduleRows(schedules, config) {
       h("td", { class: "next", title: next || "" }, next ? next.replace("T", " ").replace("Z", " UTC") : "—"),
       h("td", { class: "runs" }, String(status.runs || 0)),
       h("td", {}, spec.overlapPolicy || "Skip"),
-      h("td", {}, temporalLink(config, `schedule/${namespace}/${name}`)),
+      h("td", {}, temporalLink(config, "schedules", s)),
       h("td", {}, actionButtons("schedules", namespace, name,
         [spec.suspend ? "resume" : "pause", "trigger", "delete"])));
   });
