@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from skyshift.models.meta import checked_or_empty
+
 MAX_NAME_LENGTH = 255
 
 _ALNUM = r"[a-z0-9]+"
@@ -62,9 +64,4 @@ def validate_image(image: str) -> str:
 
     The empty string is allowed: it means "the cluster manager's default image".
     """
-    if image == "":
-        return image
-    problem = image_problem(image)
-    if problem:
-        raise ValueError(f"{image!r} is not a valid image reference: {problem}")
-    return image
+    return checked_or_empty(image, image_problem, "image reference")
