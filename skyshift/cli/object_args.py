@@ -13,7 +13,7 @@ from skyshift.cli.state import pass_state
 
 def object_command(
     command: str,
-    kind: click.ParamType = KIND,
+    kind: click.ParamType[Any] = KIND,
     metavar: str | None = None,
     namespace_help: str = "Namespace of the object.",
 ) -> Callable[[Callable[..., Any]], click.Command]:
