@@ -15,7 +15,7 @@ from temporalio import activity
 from temporalio.client import Client
 
 from skyshift.activities import spawn
-from skyshift.activities.store import uid_of, update_status
+from skyshift.activities.store import get_same, uid_of, update_status
 from skyshift.activities.trust import (
     check_name,
     check_owned,
@@ -175,11 +175,8 @@ class PipelineActivities:
     async def read_pipeline(self, inp: ReadPipelineInput) -> ReadPipelineResult:
         with untrusted(act.READ_PIPELINE):
             check_ref(inp.name, inp.namespace, inp.uid, 'pipeline name')
-        try:
-            obj = await self.store.get("pipelines", inp.name, inp.namespace)
-        except NotFound:
-            return ReadPipelineResult(found=False)
-        if uid_of(obj) != inp.uid:
+        obj = await get_same(self.store, "pipelines", inp.name, inp.namespace, inp.uid)
+        if obj is None:
             return ReadPipelineResult(found=False)
         return ReadPipelineResult(
             found=True, deleting=bool((obj.get("metadata") or {}).get("deletionTimestamp")),

@@ -14,7 +14,7 @@ from typing import Any
 
 from temporalio import activity
 
-from skyshift.activities.store import uid_of, update_status
+from skyshift.activities.store import get_same, uid_of, update_status
 from skyshift.activities.trust import check_address, check_labels, check_ref, untrusted
 from skyshift.contract import activity_names as act
 from skyshift.contract.services import (
@@ -99,11 +99,8 @@ class ServiceStoreActivities:
     async def read_service(self, inp: ReadServiceInput) -> ReadServiceResult:
         with untrusted(act.READ_SERVICE):
             check_ref(inp.name, inp.namespace, inp.uid, 'service name')
-        try:
-            obj = await self.store.get("services", inp.name, inp.namespace)
-        except NotFound:
-            return ReadServiceResult(found=False)
-        if uid_of(obj) != inp.uid:
+        obj = await get_same(self.store, "services", inp.name, inp.namespace, inp.uid)
+        if obj is None:
             return ReadServiceResult(found=False)
         template, invalid = parse_service(obj)
         meta = obj.get("metadata") or {}

@@ -85,6 +85,17 @@ async def update_status(
     return True
 
 
+async def get_same(
+    store: ObjectStore, plural: str, name: str, namespace: str | None, uid: str,
+) -> Obj | None:
+    """The stored object while it is still the one with ``uid`` (None: deleted or replaced)."""
+    try:
+        obj = await store.get(plural, name, namespace)
+    except NotFound:
+        return None
+    return obj if uid_of(obj) == uid else None
+
+
 class StoreActivities:
     """Built once in the control worker with its store and Temporal client."""
 
@@ -104,11 +115,8 @@ class StoreActivities:
     async def read_job(self, inp: ReadJobInput) -> ReadJobResult:
         with untrusted(act.READ_JOB):
             check_ref(inp.name, inp.namespace, inp.uid, 'job name')
-        try:
-            obj = await self.store.get("jobs", inp.name, inp.namespace)
-        except NotFound:
-            return ReadJobResult(found=False)
-        if uid_of(obj) != inp.uid:
+        obj = await get_same(self.store, "jobs", inp.name, inp.namespace, inp.uid)
+        if obj is None:
             return ReadJobResult(found=False)
         template, invalid = parse_job(obj)
         meta = obj.get("metadata") or {}
