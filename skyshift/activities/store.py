@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.client import Client
@@ -28,6 +28,7 @@ from skyshift.contract.jobs import (
     JobStatusPatch,
     ReadJobInput,
     ReadJobResult,
+    ReadSpecResult,
     RemoveObjectInput,
 )
 from skyshift.contract.names import SIG_CLUSTER
@@ -96,6 +97,28 @@ async def get_same(
     return obj if uid_of(obj) == uid else None
 
 
+ReadT = TypeVar("ReadT", bound=ReadSpecResult)
+
+
+async def read_spec(
+    store: ObjectStore, plural: str, ref: tuple[str, str | None, str],
+    parse: Callable[[Obj], tuple[Any, str]], result: type[ReadT],
+) -> ReadT:
+    """``ref`` (name, namespace, uid) read back for its lifecycle: its spec parsed by ``parse``."""
+    obj = await get_same(store, plural, *ref)
+    if obj is None:
+        return result(found=False)
+    template, invalid = parse(obj)
+    meta = obj.get("metadata") or {}
+    return result(
+        found=True,
+        generation=int(meta.get("generation") or 0),
+        template=template,
+        invalid=invalid,
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
 class StoreActivities:
     """Built once in the control worker with its store and Temporal client."""
 
@@ -115,18 +138,8 @@ class StoreActivities:
     async def read_job(self, inp: ReadJobInput) -> ReadJobResult:
         with untrusted(act.READ_JOB):
             check_ref(inp.name, inp.namespace, inp.uid, 'job name')
-        obj = await get_same(self.store, "jobs", inp.name, inp.namespace, inp.uid)
-        if obj is None:
-            return ReadJobResult(found=False)
-        template, invalid = parse_job(obj)
-        meta = obj.get("metadata") or {}
-        return ReadJobResult(
-            found=True,
-            generation=int(meta.get("generation") or 0),
-            template=template,
-            invalid=invalid,
-            deleting=bool(meta.get("deletionTimestamp")),
-        )
+        ref = (inp.name, inp.namespace, inp.uid)
+        return await read_spec(self.store, "jobs", ref, parse_job, ReadJobResult)
 
     @activity.defn(name=act.REMOVE_OBJECT)
     async def remove_object(self, inp: RemoveObjectInput) -> bool:
