@@ -15,7 +15,7 @@ from temporalio import activity
 from temporalio.client import Client
 
 from skyshift.activities import spawn
-from skyshift.activities.store import get_same, uid_of, update_status
+from skyshift.activities.store import StoreAndClient, get_same, uid_of, update_status
 from skyshift.activities.trust import (
     check_name,
     check_owned,
@@ -107,10 +107,8 @@ async def delete_owned(store: ObjectStore, client: Client, inp: DeleteOwnedInput
     return count
 
 
-class PipelineActivities:
-    def __init__(self, store: ObjectStore, client: Client) -> None:
-        self.store = store
-        self.client = client
+class PipelineActivities(StoreAndClient):
+    """The Pipeline lifecycle's steps: their jobs created, read and deleted."""
 
     @activity.defn(name=act.START_STEP)
     async def start_step(self, inp: StartStepInput) -> StartStepResult:

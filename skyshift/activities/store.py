@@ -119,12 +119,17 @@ async def read_spec(
     )
 
 
-class StoreActivities:
-    """Built once in the control worker with its store and Temporal client."""
+class StoreAndClient:
+    """The base of activity classes built once in the control worker with its store and
+    Temporal client (they write etcd and start or signal workflows)."""
 
     def __init__(self, store: ObjectStore, client: Client) -> None:
         self.store = store
         self.client = client
+
+
+class StoreActivities(StoreAndClient):
+    """The Job and Cluster lifecycles' etcd reads and writes, and every lifecycle's last delete."""
 
     @activity.defn(name=act.WRITE_JOB_STATUS)
     async def write_job_status(self, patch: JobStatusPatch) -> bool:
