@@ -97,10 +97,8 @@ class ServiceStoreActivities:
 
     @activity.defn(name=act.READ_SERVICE)
     async def read_service(self, inp: ReadServiceInput) -> ReadServiceResult:
-        with untrusted(act.READ_SERVICE):
-            check_ref(inp.name, inp.namespace, inp.uid, 'service name')
-        ref = (inp.name, inp.namespace, inp.uid)
-        return await read_spec(self.store, "services", ref, parse_service, ReadServiceResult)
+        return await read_spec(self.store, act.READ_SERVICE, "services", inp, parse_service,
+                               ReadServiceResult)
 
     @activity.defn(name=act.SERVICE_VIEW)
     async def service_view(self, inp: ServiceViewInput) -> ServiceView:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from temporalio import activity
 from temporalio.client import Client
@@ -100,12 +100,21 @@ async def get_same(
 ReadT = TypeVar("ReadT", bound=ReadSpecResult)
 
 
+class ReadRef(Protocol):
+    namespace: str
+    name: str
+    uid: str
+
+
 async def read_spec(
-    store: ObjectStore, plural: str, ref: tuple[str, str | None, str],
+    store: ObjectStore, activity_name: str, plural: str, ref: ReadRef,
     parse: Callable[[Obj], tuple[Any, str]], result: type[ReadT],
 ) -> ReadT:
-    """``ref`` (name, namespace, uid) read back for its lifecycle: its spec parsed by ``parse``."""
-    obj = await get_same(store, plural, *ref)
+    """The activity ``activity_name``: ``ref`` checked (it comes from outside), then read back for
+    its lifecycle, its spec parsed by ``parse``."""
+    with untrusted(activity_name):
+        check_ref(ref.name, ref.namespace, ref.uid, f"{plural[:-1]} name")
+    obj = await get_same(store, plural, ref.name, ref.namespace, ref.uid)
     if obj is None:
         return result(found=False)
     template, invalid = parse(obj)
@@ -141,10 +150,7 @@ class StoreActivities(StoreAndClient):
 
     @activity.defn(name=act.READ_JOB)
     async def read_job(self, inp: ReadJobInput) -> ReadJobResult:
-        with untrusted(act.READ_JOB):
-            check_ref(inp.name, inp.namespace, inp.uid, 'job name')
-        ref = (inp.name, inp.namespace, inp.uid)
-        return await read_spec(self.store, "jobs", ref, parse_job, ReadJobResult)
+        return await read_spec(self.store, act.READ_JOB, "jobs", inp, parse_job, ReadJobResult)
 
     @activity.defn(name=act.REMOVE_OBJECT)
     async def remove_object(self, inp: RemoveObjectInput) -> bool:
