@@ -15,7 +15,13 @@ from temporalio import activity
 from temporalio.client import Client
 
 from skyshift.activities import spawn
-from skyshift.activities.store import StoreAndClient, get_same, uid_of, update_status
+from skyshift.activities.store import (
+    StoreAndClient,
+    get_same,
+    stamp_times,
+    uid_of,
+    update_status,
+)
 from skyshift.activities.trust import (
     check_name,
     check_owned,
@@ -40,7 +46,6 @@ from skyshift.contract.pipelines import (
 from skyshift.lifecycle.pipeline_convert import step_job
 from skyshift.models.base import Obj
 from skyshift.models.job import TERMINAL_PHASES
-from skyshift.models.meta import now_iso
 from skyshift.store import NotFound, ObjectStore
 from skyshift.store.errors import AlreadyExists
 
@@ -79,10 +84,7 @@ def apply_pipeline_patch(obj: Obj, patch: PipelineStatusPatch) -> Obj | None:
     }
     if patch.workflow_id:
         status["workflowId"] = patch.workflow_id
-    if patch.started and not status.get("startTime"):
-        status["startTime"] = now_iso()
-    if patch.finished and not status.get("completionTime"):
-        status["completionTime"] = now_iso()
+    stamp_times(status, patch.started, patch.finished)
     return obj if repr(status) != before else None
 
 

@@ -44,6 +44,14 @@ def uid_of(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
 
 
+def stamp_times(status: dict[str, Any], started: bool, finished: bool) -> None:
+    """Set ``startTime``/``completionTime`` to now when the run started/finished, once each."""
+    if started and not status.get("startTime"):
+        status["startTime"] = now_iso()
+    if finished and not status.get("completionTime"):
+        status["completionTime"] = now_iso()
+
+
 def apply_job_patch(obj: Obj, patch: JobStatusPatch) -> Obj | None:
     """The status mutation of :class:`JobStatusPatch` (None: wrong uid or no change)."""
     if patch.uid and uid_of(obj) != patch.uid:
@@ -67,10 +75,7 @@ def apply_job_patch(obj: Obj, patch: JobStatusPatch) -> Obj | None:
         status["observedGeneration"] = patch.observed_generation
     if patch.workflow_id is not None:
         status["workflowId"] = patch.workflow_id
-    if patch.started and not status.get("startTime"):
-        status["startTime"] = now_iso()
-    if patch.finished and not status.get("completionTime"):
-        status["completionTime"] = now_iso()
+    stamp_times(status, patch.started, patch.finished)
     return obj if repr(status) != before else None
 
 
