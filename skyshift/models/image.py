@@ -10,6 +10,9 @@ dots and dashes (not starting with either), and the name part is at most 255 cha
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 from skyshift.models.meta import checked_or_empty
 
@@ -65,3 +68,7 @@ def validate_image(image: str) -> str:
     The empty string is allowed: it means "the cluster manager's default image".
     """
     return checked_or_empty(image, image_problem, "image reference")
+
+
+#: A string field holding an image reference, checked by :func:`validate_image`.
+ImageRef = Annotated[str, AfterValidator(validate_image)]
