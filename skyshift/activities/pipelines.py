@@ -15,7 +15,13 @@ from temporalio import activity
 from temporalio.client import Client
 
 from skyshift.activities import spawn
-from skyshift.activities.store import uid_of, update_status
+from skyshift.activities.store import (
+    StoreAndClient,
+    get_same,
+    stamp_times,
+    uid_of,
+    update_status,
+)
 from skyshift.activities.trust import (
     check_name,
     check_owned,
@@ -40,7 +46,6 @@ from skyshift.contract.pipelines import (
 from skyshift.lifecycle.pipeline_convert import step_job
 from skyshift.models.base import Obj
 from skyshift.models.job import TERMINAL_PHASES
-from skyshift.models.meta import now_iso
 from skyshift.store import NotFound, ObjectStore
 from skyshift.store.errors import AlreadyExists
 
@@ -79,10 +84,7 @@ def apply_pipeline_patch(obj: Obj, patch: PipelineStatusPatch) -> Obj | None:
     }
     if patch.workflow_id:
         status["workflowId"] = patch.workflow_id
-    if patch.started and not status.get("startTime"):
-        status["startTime"] = now_iso()
-    if patch.finished and not status.get("completionTime"):
-        status["completionTime"] = now_iso()
+    stamp_times(status, patch.started, patch.finished)
     return obj if repr(status) != before else None
 
 
@@ -107,10 +109,8 @@ async def delete_owned(store: ObjectStore, client: Client, inp: DeleteOwnedInput
     return count
 
 
-class PipelineActivities:
-    def __init__(self, store: ObjectStore, client: Client) -> None:
-        self.store = store
-        self.client = client
+class PipelineActivities(StoreAndClient):
+    """The Pipeline lifecycle's steps: their jobs created, read and deleted."""
 
     @activity.defn(name=act.START_STEP)
     async def start_step(self, inp: StartStepInput) -> StartStepResult:
@@ -175,11 +175,8 @@ class PipelineActivities:
     async def read_pipeline(self, inp: ReadPipelineInput) -> ReadPipelineResult:
         with untrusted(act.READ_PIPELINE):
             check_ref(inp.name, inp.namespace, inp.uid, 'pipeline name')
-        try:
-            obj = await self.store.get("pipelines", inp.name, inp.namespace)
-        except NotFound:
-            return ReadPipelineResult(found=False)
-        if uid_of(obj) != inp.uid:
+        obj = await get_same(self.store, "pipelines", inp.name, inp.namespace, inp.uid)
+        if obj is None:
             return ReadPipelineResult(found=False)
         return ReadPipelineResult(
             found=True, deleting=bool((obj.get("metadata") or {}).get("deletionTimestamp")),

@@ -35,7 +35,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift.activities import spawn
 from skyshift.activities.pipelines import delete_owned, owned_by
-from skyshift.activities.store import uid_of, update_status
+from skyshift.activities.store import get_same, uid_of, update_status
 from skyshift.activities.trust import check_ref, check_workflow_id, untrusted
 from skyshift.contract import activity_names as act
 from skyshift.contract.names import (
@@ -340,11 +340,8 @@ class ScheduleActivities:
     async def read_run(self, inp: ScheduleRunLook) -> ReadRunResult:
         with untrusted(act.READ_RUN):
             check_run_look(inp)
-        try:
-            obj = await self.store.get(PLURAL[inp.kind], inp.name, inp.namespace)
-        except NotFound:
-            return ReadRunResult("Gone")
-        if uid_of(obj) != inp.uid or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        obj = await get_same(self.store, PLURAL[inp.kind], inp.name, inp.namespace, inp.uid)
+        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
             return ReadRunResult("Gone")
         status = obj.get("status") or {}
         phase = str(status.get("phase") or "")
@@ -358,11 +355,8 @@ class ScheduleActivities:
         Pipeline (which keeps its record)."""
         with untrusted(act.STOP_RUN):
             check_run_look(inp)
-        try:
-            obj = await self.store.get(PLURAL[inp.kind], inp.name, inp.namespace)
-        except NotFound:
-            return
-        if uid_of(obj) != inp.uid:
+        obj = await get_same(self.store, PLURAL[inp.kind], inp.name, inp.namespace, inp.uid)
+        if obj is None:
             return
         if inp.kind == "Job":
             await spawn.delete_object(self.store, self.client, "jobs", obj)

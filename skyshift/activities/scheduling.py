@@ -208,17 +208,24 @@ class Prior:
         self.decision: Decision | None = None
 
 
+def answered_before(obj: Obj, entry: QueueEntry, prior: Prior | None) -> bool:
+    """Whether ``obj`` already records an answer to this request (kept in ``prior``, when
+    given); Gone when ``obj`` is no longer the job that asked (another uid)."""
+    if uid_of(obj) != entry.req.request.uid:
+        raise Gone(entry.req.request.key)
+    if prior is None:
+        return False
+    prior.decision = recorded_decision(obj, entry)
+    return prior.decision is not None
+
+
 def placed_mutation(entry: QueueEntry, decision: Decision, workflow_id: str,
                     prior: Prior | None = None) -> Any:
     """Record ``decision`` and its placement, unless this request was answered before: then
     nothing is written and ``prior`` holds that answer, which is what the job gets told."""
     def mutate(obj: Obj) -> Obj | None:
-        if uid_of(obj) != entry.req.request.uid:
-            raise Gone(entry.req.request.key)
-        if prior is not None:
-            prior.decision = recorded_decision(obj, entry)
-            if prior.decision is not None:
-                return None
+        if answered_before(obj, entry, prior):
+            return None
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             return None
         status = obj.setdefault("status", {})
@@ -245,12 +252,8 @@ def placed_mutation(entry: QueueEntry, decision: Decision, workflow_id: str,
 
 def pending_mutation(entry: QueueEntry, decision: Decision, prior: Prior | None = None) -> Any:
     def mutate(obj: Obj) -> Obj | None:
-        if uid_of(obj) != entry.req.request.uid:
-            raise Gone(entry.req.request.key)
-        if prior is not None:
-            prior.decision = recorded_decision(obj, entry)
-            if prior.decision is not None:
-                return None  # placed by an earlier attempt of this round: not pending
+        if answered_before(obj, entry, prior):
+            return None  # placed by an earlier attempt of this round: not pending
         status = obj.setdefault("status", {})
         status["schedulerReasons"] = dict(decision.reasons)
         status["message"] = decision.message

@@ -14,7 +14,7 @@ from typing import Any
 
 from temporalio import activity
 
-from skyshift.activities.store import uid_of, update_status
+from skyshift.activities.store import read_spec, uid_of, update_status
 from skyshift.activities.trust import check_address, check_labels, check_ref, untrusted
 from skyshift.contract import activity_names as act
 from skyshift.contract.services import (
@@ -97,20 +97,8 @@ class ServiceStoreActivities:
 
     @activity.defn(name=act.READ_SERVICE)
     async def read_service(self, inp: ReadServiceInput) -> ReadServiceResult:
-        with untrusted(act.READ_SERVICE):
-            check_ref(inp.name, inp.namespace, inp.uid, 'service name')
-        try:
-            obj = await self.store.get("services", inp.name, inp.namespace)
-        except NotFound:
-            return ReadServiceResult(found=False)
-        if uid_of(obj) != inp.uid:
-            return ReadServiceResult(found=False)
-        template, invalid = parse_service(obj)
-        meta = obj.get("metadata") or {}
-        return ReadServiceResult(
-            found=True, generation=int(meta.get("generation") or 0), template=template,
-            invalid=invalid, deleting=bool(meta.get("deletionTimestamp")),
-        )
+        return await read_spec(self.store, act.READ_SERVICE, "services", inp, parse_service,
+                               ReadServiceResult)
 
     @activity.defn(name=act.SERVICE_VIEW)
     async def service_view(self, inp: ServiceViewInput) -> ServiceView:

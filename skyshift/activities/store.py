@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from temporalio import activity
 from temporalio.client import Client
@@ -28,6 +28,7 @@ from skyshift.contract.jobs import (
     JobStatusPatch,
     ReadJobInput,
     ReadJobResult,
+    ReadSpecResult,
     RemoveObjectInput,
 )
 from skyshift.contract.names import SIG_CLUSTER
@@ -41,6 +42,14 @@ log = logging.getLogger(__name__)
 
 def uid_of(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def stamp_times(status: dict[str, Any], started: bool, finished: bool) -> None:
+    """Set ``startTime``/``completionTime`` to now when the run started/finished, once each."""
+    if started and not status.get("startTime"):
+        status["startTime"] = now_iso()
+    if finished and not status.get("completionTime"):
+        status["completionTime"] = now_iso()
 
 
 def apply_job_patch(obj: Obj, patch: JobStatusPatch) -> Obj | None:
@@ -66,10 +75,7 @@ def apply_job_patch(obj: Obj, patch: JobStatusPatch) -> Obj | None:
         status["observedGeneration"] = patch.observed_generation
     if patch.workflow_id is not None:
         status["workflowId"] = patch.workflow_id
-    if patch.started and not status.get("startTime"):
-        status["startTime"] = now_iso()
-    if patch.finished and not status.get("completionTime"):
-        status["completionTime"] = now_iso()
+    stamp_times(status, patch.started, patch.finished)
     return obj if repr(status) != before else None
 
 
@@ -85,12 +91,59 @@ async def update_status(
     return True
 
 
-class StoreActivities:
-    """Built once in the control worker with its store and Temporal client."""
+async def get_same(
+    store: ObjectStore, plural: str, name: str, namespace: str | None, uid: str,
+) -> Obj | None:
+    """The stored object while it is still the one with ``uid`` (None: deleted or replaced)."""
+    try:
+        obj = await store.get(plural, name, namespace)
+    except NotFound:
+        return None
+    return obj if uid_of(obj) == uid else None
+
+
+ReadT = TypeVar("ReadT", bound=ReadSpecResult)
+
+
+class ReadRef(Protocol):
+    namespace: str
+    name: str
+    uid: str
+
+
+async def read_spec(
+    store: ObjectStore, activity_name: str, plural: str, ref: ReadRef,
+    parse: Callable[[Obj], tuple[Any, str]], result: type[ReadT],
+) -> ReadT:
+    """The activity ``activity_name``: ``ref`` checked (it comes from outside), then read back for
+    its lifecycle, its spec parsed by ``parse``."""
+    with untrusted(activity_name):
+        check_ref(ref.name, ref.namespace, ref.uid, f"{plural[:-1]} name")
+    obj = await get_same(store, plural, ref.name, ref.namespace, ref.uid)
+    if obj is None:
+        return result(found=False)
+    template, invalid = parse(obj)
+    meta = obj.get("metadata") or {}
+    return result(
+        found=True,
+        generation=int(meta.get("generation") or 0),
+        template=template,
+        invalid=invalid,
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+class StoreAndClient:
+    """The base of activity classes built once in the control worker with its store and
+    Temporal client (they write etcd and start or signal workflows)."""
 
     def __init__(self, store: ObjectStore, client: Client) -> None:
         self.store = store
         self.client = client
+
+
+class StoreActivities(StoreAndClient):
+    """The Job and Cluster lifecycles' etcd reads and writes, and every lifecycle's last delete."""
 
     @activity.defn(name=act.WRITE_JOB_STATUS)
     async def write_job_status(self, patch: JobStatusPatch) -> bool:
@@ -102,23 +155,7 @@ class StoreActivities:
 
     @activity.defn(name=act.READ_JOB)
     async def read_job(self, inp: ReadJobInput) -> ReadJobResult:
-        with untrusted(act.READ_JOB):
-            check_ref(inp.name, inp.namespace, inp.uid, 'job name')
-        try:
-            obj = await self.store.get("jobs", inp.name, inp.namespace)
-        except NotFound:
-            return ReadJobResult(found=False)
-        if uid_of(obj) != inp.uid:
-            return ReadJobResult(found=False)
-        template, invalid = parse_job(obj)
-        meta = obj.get("metadata") or {}
-        return ReadJobResult(
-            found=True,
-            generation=int(meta.get("generation") or 0),
-            template=template,
-            invalid=invalid,
-            deleting=bool(meta.get("deletionTimestamp")),
-        )
+        return await read_spec(self.store, act.READ_JOB, "jobs", inp, parse_job, ReadJobResult)
 
     @activity.defn(name=act.REMOVE_OBJECT)
     async def remove_object(self, inp: RemoveObjectInput) -> bool:

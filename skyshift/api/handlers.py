@@ -113,6 +113,18 @@ async def create(
     return created
 
 
+def _named(
+    info: KindInfo, data: dict[str, Any], namespace: str | None, name: str | None = None,
+) -> tuple[dict[str, Any], str]:
+    """The body checked against the URL (:func:`objects.check_identity`), and the name it must
+    give for a write that may replace an object."""
+    data = objects.check_identity(info, data, namespace, name)
+    named = data["metadata"].get("name")
+    if not isinstance(named, str) or not named:
+        raise ApiError(422, "metadata.name is required", field="metadata.name")
+    return data, named
+
+
 async def replace(
     store: ObjectStore,
     lifecycle: Lifecycle | None,
@@ -123,10 +135,7 @@ async def replace(
     warnings: list[str] | None = None,
 ) -> dict[str, Any]:
     """PUT: replace spec/labels/annotations; metadata.resourceVersion, when given, must match."""
-    data = objects.check_identity(info, data, namespace, name)
-    name = data["metadata"].get("name")
-    if not isinstance(name, str) or not name:
-        raise ApiError(422, "metadata.name is required", field="metadata.name")
+    data, name = _named(info, data, namespace, name)
     rv = data["metadata"].get("resourceVersion")
     changed = False
     if references.applies(info.kind):
@@ -168,10 +177,7 @@ async def apply(
 
     ``check(action)`` authorizes what it turns out to be: ``create`` or ``update``.
     """
-    data = objects.check_identity(info, data, namespace)
-    name = data["metadata"].get("name")
-    if not isinstance(name, str) or not name:
-        raise ApiError(422, "metadata.name is required", field="metadata.name")
+    data, name = _named(info, data, namespace)
     try:
         await store.get(info.plural, name, namespace)
     except NotFound:

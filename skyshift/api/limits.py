@@ -70,31 +70,25 @@ def chain_path(chain: Chain) -> str | None:
     return field_path(segments[::-1])
 
 
+_REACHED = " (the limit was reached at {})"
+
+
+def _over(status: int, message: str, field: str | None, where: str) -> ApiError:
+    """The error of a body over one of its limits, saying ``where`` (a template) when known."""
+    return ApiError(status, message + (where.format(field) if field else ""), field=field)
+
+
 def too_deep(limits: Limits, field: str | None, what: str = "request body") -> ApiError:
-    where = f" at {field}" if field else ""
-    return ApiError(
-        400,
-        f"{what} is nested more than {limits.max_depth} levels deep{where}",
-        field=field,
-    )
+    return _over(400, f"{what} is nested more than {limits.max_depth} levels deep", field, " at {}")
 
 
 def too_many(limits: Limits, field: str | None, what: str = "request body") -> ApiError:
-    where = f" (the limit was reached at {field})" if field else ""
-    return ApiError(
-        413,
-        f"{what} holds more than {limits.max_nodes} values{where}",
-        field=field,
-    )
+    return _over(413, f"{what} holds more than {limits.max_nodes} values", field, _REACHED)
 
 
 def too_big(limits: Limits, field: str | None, what: str = "request body") -> ApiError:
-    where = f" (the limit was reached at {field})" if field else ""
-    return ApiError(
-        413,
-        f"{what} decodes to more than the limit of {limits.max_bytes} bytes{where}",
-        field=field,
-    )
+    return _over(413, f"{what} decodes to more than the limit of {limits.max_bytes} bytes",
+                 field, _REACHED)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

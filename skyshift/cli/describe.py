@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import click
 
-from skyshift.cli.kinds import KIND, NAME
+from skyshift.cli.object_args import object_command
 from skyshift.cli.output import to_yaml
 from skyshift.cli.render import (
     Table,
@@ -24,7 +24,7 @@ from skyshift.cli.render import (
     printable,
     sum_nodes,
 )
-from skyshift.cli.state import CliState, pass_state
+from skyshift.cli.state import CliState
 from skyshift.cli.tables_flow import dag_table, next_runs
 from skyshift.models import KindInfo
 
@@ -153,11 +153,7 @@ def describe_text(info: KindInfo, obj: Mapping[str, Any],
     return "\n".join(lines)
 
 
-@click.command("describe")
-@click.argument("kind", type=KIND)
-@click.argument("name", type=NAME)
-@click.option("--namespace", "-n", default=None, metavar="NS", help="Namespace of the object.")
-@pass_state
+@object_command("describe")
 def describe(state: CliState, kind: KindInfo, name: str, namespace: str | None) -> None:
     """Show every field of an object, its conditions, and (for jobs) why it is where it is.
 

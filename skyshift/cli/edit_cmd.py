@@ -17,9 +17,9 @@ import click
 import yaml
 
 from skyshift.cli.errors import CliError, one_line
-from skyshift.cli.kinds import KIND, NAME
+from skyshift.cli.object_args import object_command
 from skyshift.cli.output import to_yaml
-from skyshift.cli.state import CliState, pass_state
+from skyshift.cli.state import CliState
 from skyshift.client import ApiError
 from skyshift.models import KindInfo
 
@@ -65,11 +65,7 @@ def check_identity(original: dict[str, Any], edited: dict[str, Any], ref: str,
                            f"{after!r}); your edit is saved in {keep(text, ref)}")
 
 
-@click.command("edit")
-@click.argument("kind", type=KIND)
-@click.argument("name", type=NAME)
-@click.option("--namespace", "-n", default=None, metavar="NS", help="Namespace of the object.")
-@pass_state
+@object_command("edit")
 def edit(state: CliState, kind: KindInfo, name: str, namespace: str | None) -> None:
     """Edit an object in $EDITOR (else $VISUAL, else vi) and apply it.
 

@@ -20,6 +20,7 @@ from skyshift.cli.create import common, create, namespace_option, submit
 from skyshift.cli.errors import UsageProblem
 from skyshift.cli.kinds import NAME
 from skyshift.cli.manifests import job_manifest, validated
+from skyshift.cli.object_args import object_command
 from skyshift.cli.output import object_ref
 from skyshift.cli.pairs import unique_pairs
 from skyshift.cli.state import CliState, pass_state
@@ -153,11 +154,13 @@ def _kind_word(expected: str) -> Callable[[F], F]:
                           metavar=expected.upper())
 
 
-@click.command("cancel")
-@_kind_word("pipeline")
-@click.argument("name", type=NAME)
-@click.option("--namespace", "-n", default=None, metavar="NS", help="Namespace.")
-@pass_state
+def _verb(command: str, expected: str) -> Callable[[Callable[..., Any]], click.Command]:
+    """``skyctl COMMAND KIND NAME [-n NS]`` where KIND can only be ``expected``."""
+    return object_command(command, click.Choice([expected, f"{expected}s"]), expected.upper(),
+                          "Namespace.")
+
+
+@_verb("cancel", "pipeline")
 def cancel(state: CliState, kind: str, name: str, namespace: str | None) -> None:
     """Cancel a pipeline: its running steps' jobs are deleted, the rest never start.
 
@@ -176,31 +179,19 @@ def _suspend(state: CliState, name: str, namespace: str | None, value: bool) -> 
     click.echo(f"{object_ref('Schedule', obj)} {'paused' if value else 'resumed'}")
 
 
-@click.command("pause")
-@_kind_word("schedule")
-@click.argument("name", type=NAME)
-@click.option("--namespace", "-n", default=None, metavar="NS", help="Namespace.")
-@pass_state
+@_verb("pause", "schedule")
 def pause(state: CliState, kind: str, name: str, namespace: str | None) -> None:
     """Pause a schedule (spec.suspend: true): no runs until `skyctl resume`."""
     _suspend(state, name, namespace, True)
 
 
-@click.command("resume")
-@_kind_word("schedule")
-@click.argument("name", type=NAME)
-@click.option("--namespace", "-n", default=None, metavar="NS", help="Namespace.")
-@pass_state
+@_verb("resume", "schedule")
 def resume(state: CliState, kind: str, name: str, namespace: str | None) -> None:
     """Resume a paused schedule."""
     _suspend(state, name, namespace, False)
 
 
-@click.command("trigger")
-@_kind_word("schedule")
-@click.argument("name", type=NAME)
-@click.option("--namespace", "-n", default=None, metavar="NS", help="Namespace.")
-@pass_state
+@_verb("trigger", "schedule")
 def trigger(state: CliState, kind: str, name: str, namespace: str | None) -> None:
     """Run a schedule now (even while paused), under its overlap policy."""
     state.client().trigger_schedule(name, state.namespace(namespace))

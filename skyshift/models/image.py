@@ -10,6 +10,11 @@ dots and dashes (not starting with either), and the name part is at most 255 cha
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+from skyshift.models.meta import checked_or_empty
 
 MAX_NAME_LENGTH = 255
 
@@ -62,9 +67,8 @@ def validate_image(image: str) -> str:
 
     The empty string is allowed: it means "the cluster manager's default image".
     """
-    if image == "":
-        return image
-    problem = image_problem(image)
-    if problem:
-        raise ValueError(f"{image!r} is not a valid image reference: {problem}")
-    return image
+    return checked_or_empty(image, image_problem, "image reference")
+
+
+#: A string field holding an image reference, checked by :func:`validate_image`.
+ImageRef = Annotated[str, AfterValidator(validate_image)]

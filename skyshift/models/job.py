@@ -8,7 +8,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from skyshift.models.base import SkyObject
 from skyshift.models.envs import validate_env_name, validate_env_total, validate_env_value
-from skyshift.models.image import validate_image
+from skyshift.models.image import ImageRef
 from skyshift.models.meta import (
     ArgvStr,
     Condition,
@@ -97,7 +97,7 @@ class JobSpec(StrictModel):
     honours them (accepting and ignoring them would mislead); they are kept as fields so the
     error names them instead of calling them unknown."""
 
-    image: str = "ubuntu:22.04"
+    image: ImageRef = "ubuntu:22.04"
     imagePullPolicy: Any = Field(default=None, exclude=True)
     run: ArgvStr = ""  # every manager runs it as an argument of /bin/sh -c
     envs: dict[EnvName, EnvValue] = Field(default_factory=dict)
@@ -109,11 +109,6 @@ class JobSpec(StrictModel):
     placement: Placement = Field(default_factory=Placement)
     priority: int = Field(default=0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
     volumes: Any = Field(default=None, exclude=True)
-
-    @field_validator("image")
-    @classmethod
-    def _image(cls, v: str) -> str:
-        return validate_image(v)
 
     @field_validator("imagePullPolicy")
     @classmethod

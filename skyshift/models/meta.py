@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -50,6 +51,17 @@ def validate_name(value: str, what: str = "name") -> str:
             f"{what} {value!r} is not a DNS-1123 label: use lowercase letters, digits and '-', "
             "starting and ending with a letter or digit"
         )
+    return value
+
+
+def checked_or_empty(value: str, problem: Callable[[str], str | None], what: str) -> str:
+    """``value`` unchanged when empty (none given) or when ``problem`` finds nothing wrong; a
+    ValueError saying it is not a valid ``what`` and why otherwise."""
+    if value == "":
+        return value
+    found = problem(value)
+    if found:
+        raise ValueError(f"{value!r} is not a valid {what}: {found}")
     return value
 
 

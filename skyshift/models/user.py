@@ -18,7 +18,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator
 
 from skyshift.models.base import SkyObject
-from skyshift.models.meta import ObjectMeta, StrictModel
+from skyshift.models.meta import ObjectMeta, StrictModel, checked_or_empty
 
 _USER_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?")
 
@@ -57,12 +57,7 @@ def email_problem(email: str) -> str | None:
 
 def validate_email(email: str) -> str:
     """``email`` unchanged ('' means none given); ValueError naming the problem otherwise."""
-    if email == "":
-        return email
-    problem = email_problem(email)
-    if problem:
-        raise ValueError(f"{email!r} is not a valid e-mail address: {problem}")
-    return email
+    return checked_or_empty(email, email_problem, "e-mail address")
 
 
 class UserSpec(StrictModel):

@@ -49,14 +49,20 @@ from kubernetes.client import CoreV1Api
 from kubernetes.stream import stream as k8s_stream
 from kubernetes.stream.ws_client import ERROR_CHANNEL
 
-from skyshift.compat.errors import CompatError, NotFound, Permanent, Transient, Unsupported
+from skyshift.compat.errors import (
+    CompatError,
+    NotFound,
+    Permanent,
+    Transient,
+    Unsupported,
+    require_running,
+)
 from skyshift.compat.kubernetes import objects as ko
 from skyshift.compat.kubernetes.api import Conflict, KubeApi, KubeSettings, list_contexts, translate
 from skyshift.compat.kubernetes.informer import ReplicaCache, replica_of, statuses
 from skyshift.compat.kubernetes.services import KubeServices
 from skyshift.compat.kubernetes.usage import ACTIVE, PodUsage, Reflector, slim_node
 from skyshift.compat.types import (
-    RUNNING,
     ClusterState,
     ExecResult,
     NodeState,
@@ -479,8 +485,7 @@ class KubernetesManager(KubeServices):
     def _exec(self, name: str, command: list[str], timeout: float) -> ExecResult:
         pod = self._find_pod(name)
         status = ko.pod_status(pod)
-        if status.state != RUNNING:
-            raise Permanent(f"replica {name} is {status.state}; exec needs a running replica")
+        require_running(name, status)
         client = self.api.new_client()  # stream() swaps its client's transport while it runs
         what = f"kubernetes cluster {self.name}: exec in {name}"
         try:

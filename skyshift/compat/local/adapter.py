@@ -63,7 +63,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from skyshift.compat.errors import NotFound, Permanent, Transient
+from skyshift.compat.errors import NotFound, Permanent, Transient, require_running
 from skyshift.compat.local import proc
 from skyshift.compat.local import user as local_user
 from skyshift.compat.local.config import LocalConfig
@@ -80,7 +80,6 @@ from skyshift.compat.local.index import Replica as _Replica
 from skyshift.compat.local.lb import LocalBalancer
 from skyshift.compat.types import (
     PENDING,
-    RUNNING,
     ClusterState,
     ExecResult,
     NodeState,
@@ -216,8 +215,7 @@ class LocalManager:
         with _io_errors(self.name):
             rep = await asyncio.to_thread(self._get, name)
             status = await asyncio.to_thread(self._status, rep)
-        if status.state != RUNNING:
-            raise Permanent(f"replica {name} is {status.state}; exec needs a running replica")
+        require_running(name, status)
         cwd, env, argv = rep.path / proc.WORK_DIR, self._env(rep.spec), list(command)
         if self._user is not None:  # as the replica's user, with its private /proc
             user = await asyncio.to_thread(self._user.for_namespace, rep.spec.namespace)

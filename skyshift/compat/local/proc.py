@@ -107,7 +107,7 @@ def read_log(rdir: Path, tail: int | None = None) -> str:
 def alive(info: ProcInfo) -> bool:
     """True while the wrapper recorded in ``info`` runs (not a zombie, not a recycled pid)."""
     if not _HAVE_PROC or info.start_ticks == "0":
-        return _pid_exists(info.pid)
+        return pid_exists(info.pid)
     try:  # once per running replica per sync round: the cheapest read there is
         fd = os.open(f"/proc/{info.pid}/stat", os.O_RDONLY)
     except OSError:
@@ -126,7 +126,8 @@ def alive(info: ProcInfo) -> bool:
     )
 
 
-def _pid_exists(pid: int) -> bool:
+def pid_exists(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user's counts; a zombie counts too)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

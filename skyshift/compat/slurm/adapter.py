@@ -65,7 +65,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from skyshift.compat.errors import NotFound, Permanent, Transient
+from skyshift.compat.errors import NotFound, Permanent, Transient, not_running
 from skyshift.compat.fit import check_fits
 from skyshift.compat.name_locks import NameLocks
 from skyshift.compat.slurm.config import SlurmConfig
@@ -369,9 +369,7 @@ class SlurmManager:
                 raise Permanent(f"replica {name} has finished; exec needs a running replica")
             raise NotFound(f"replica {name} not found on cluster {self.name}")
         if job.slurm_state != "RUNNING":
-            raise Permanent(
-                f"replica {name} is {job.slurm_state.lower()}; exec needs a running replica"
-            )
+            raise not_running(name, job.slurm_state.lower())
         script = await self._run(["scontrol", "write", "batch_script", str(job.job_id), "-"])
         env = [f"{k}={v}" for k, v in parse_exports(script.stdout).items()]
         argv = ["srun", f"--jobid={job.job_id}", "--overlap", "--nodes=1", "--ntasks=1",
