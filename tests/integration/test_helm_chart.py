@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -23,8 +22,7 @@ from kubernetes import config as kube_config
 from kubernetes import dynamic
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from skyshift.devstack.sim_k8s import SimK8sCluster
-from tests.fixtures.require import require
+from tests.fixtures.gobuild import built_binary
 
 pytest_plugins = ["tests.fixtures.k8s"]
 pytestmark = pytest.mark.integration
@@ -43,14 +41,7 @@ MANAGER = "skyshift-helm-test"
 
 @pytest.fixture(scope="module")
 def helm() -> str:
-    have_go = bool(
-        os.environ.get("GO") or shutil.which("go") or Path("/usr/local/go/bin/go").exists()
-    )
-    require(have_go, "a Go toolchain to build helm (scripts/build-helm.sh)")
-    done = subprocess.run([str(ROOT / "scripts" / "build-helm.sh")], capture_output=True,
-                          text=True, check=False)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    return str(Path(done.stdout.strip().splitlines()[-1]) / "helm")
+    return built_binary("build-helm.sh", "helm")
 
 
 def _helm(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -183,7 +174,7 @@ def test_a_missing_address_is_refused_by_name(helm: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def kube(k8s_clusters: list[SimK8sCluster]) -> Iterator[tuple[dynamic.DynamicClient, str]]:
+def kube(k8s_clusters: list[Any]) -> Iterator[tuple[dynamic.DynamicClient, str]]:
     cluster = k8s_clusters[0]
     api = kube_config.new_client_from_config(config_file=str(cluster.kubeconfig),
                                              context=cluster.context)  # fmt: skip
