@@ -4,7 +4,7 @@
 # Nothing can be downloaded from GitHub releases here, the Go module proxy serves the source.
 #
 # Cached outside git in ${SKYSHIFT_TEMPORAL_CACHE:-$HOME/.cache/skyshift/temporal}/<version>/bin/
-# temporal-server; a second run checks the binary's build info and exits fast
+# temporal-server (and temporal-sql-tool); a second run checks the binary's build info and exits fast
 # (scripts/lib/go-install.sh). The first build compiles ~2,000 packages.
 #
 # The server's go.mod needs a newer Go than Debian's or /usr/local/go's: GOTOOLCHAIN names the
@@ -21,5 +21,20 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib/go-install.sh
 . "$here/lib/go-install.sh"
 export GOTOOLCHAIN="$TEMPORAL_TOOLCHAIN" GOFLAGS="-mod=mod"
+cache="${SKYSHIFT_TEMPORAL_CACHE:-$HOME/.cache/skyshift/temporal}"
 go_install_cached temporal-server go.temporal.io/server/cmd/server go.temporal.io/server \
-  "$TEMPORAL_VERSION" "${SKYSHIFT_TEMPORAL_CACHE:-$HOME/.cache/skyshift/temporal}" "${1:-}"
+  "$TEMPORAL_VERSION" "$cache" "${1:-}" >/dev/null
+# temporal-sql-tool creates and migrates the schema of a SQL store (PostgreSQL, MySQL); it shares
+# nearly every package with the server.
+bin_dir="$(go_install_cached temporal-sql-tool go.temporal.io/server/cmd/tools/sql \
+  go.temporal.io/server "$TEMPORAL_VERSION" "$cache" "${1:-}")"
+# The PostgreSQL schema (its versioned migrations) beside the binaries: <version>/schema/postgresql.
+schema_dir="$cache/$TEMPORAL_VERSION/schema"
+if [ ! -d "$schema_dir/postgresql/v12/temporal/versioned" ]; then
+  module_json="$(cd / && "$GO" mod download -json "go.temporal.io/server@$TEMPORAL_VERSION")"
+  module_src="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$module_json")"
+  [ -d "$module_src/schema/postgresql" ] || { echo "build-temporal: schema not found" >&2; exit 1; }
+  mkdir -p "$schema_dir" && cp -r "$module_src/schema/postgresql" "$schema_dir/"
+  chmod -R u+w "$schema_dir"  # the module cache is read-only
+fi
+echo "$bin_dir"

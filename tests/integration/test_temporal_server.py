@@ -8,6 +8,7 @@ certificate is refused.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -29,6 +30,7 @@ from temporalio.client import Client
 from skyshift.lifecycle.client import TLS_ENV, connect
 from tests.fixtures.gobuild import built_binary
 from tests.fixtures.ports import free_ports
+from tests.fixtures.postgres import Postgres, running_postgres
 from tests.fixtures.temporal import LifecycleStack, register_search_attributes
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]
@@ -128,9 +130,11 @@ def _sqlite(path: Path) -> dict[str, Any]:
     }
 
 
-def server_config(d: Path, pki: Pki, ports: list[int]) -> dict[str, Any]:
-    """Temporal's development-sqlite-file.yaml with free ports, one file and an mTLS frontend
-    that requires client certificates signed by the test CA."""
+def server_config(
+    d: Path, pki: Pki, ports: list[int], stores: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """Temporal's development-*.yaml with free ports, the given default and visibility stores
+    and an mTLS frontend that requires client certificates signed by the test CA."""
     grpc = dict(zip(SERVICES, ports[:4], strict=True))
     frontend = f"localhost:{grpc['frontend']}"
     tls_server = {
@@ -157,13 +161,10 @@ def server_config(d: Path, pki: Pki, ports: list[int]) -> dict[str, Any]:
     return {
         "log": {"stdout": True, "level": "warn"},
         "persistence": {
-            "defaultStore": "sqlite-default",
-            "visibilityStore": "sqlite-visibility",
+            "defaultStore": "default",
+            "visibilityStore": "visibility",
             "numHistoryShards": 1,
-            "datastores": {
-                "sqlite-default": _sqlite(d / "temporal.db"),
-                "sqlite-visibility": _sqlite(d / "temporal.db"),
-            },
+            "datastores": stores,
         },
         "global": {
             "membership": {"maxJoinDuration": "30s", "broadcastAddress": "127.0.0.1"},
@@ -207,14 +208,76 @@ class TemporalServer:
     log: Path
 
 
-@pytest.fixture
-def temporal_mtls(tmp_path: Path) -> Iterator[TemporalServer]:
-    binary = built_binary("build-temporal.sh", "temporal-server")
+def _postgres(pg: Postgres, database: str) -> dict[str, Any]:
+    return {
+        "sql": {
+            "pluginName": "postgres12",
+            "databaseName": database,
+            "connectAddr": f"{pg.host}:{pg.port}",
+            "connectProtocol": "tcp",
+            "user": pg.user,
+            "password": "",
+            "maxConns": 10,
+            "maxIdleConns": 10,
+            "maxConnLifetime": "1h",
+        }
+    }
+
+
+def setup_postgres_schema(bin_dir: Path, pg: Postgres) -> dict[str, dict[str, Any]]:
+    """Create Temporal's two databases and migrate them with temporal-sql-tool, as an operator
+    does; returns the datastores of the server's config."""
+    schema = bin_dir.parent / "schema" / "postgresql" / "v12"
+    for database, kind in (("temporal", "temporal"), ("temporal_visibility", "visibility")):
+        tool = [
+            str(bin_dir / "temporal-sql-tool"),
+            "--plugin",
+            "postgres12",
+            "--ep",
+            pg.host,
+            "-p",
+            str(pg.port),
+            "-u",
+            pg.user,
+            "--db",
+            database,
+        ]
+        for step in (
+            ["create-database"],
+            ["setup-schema", "-v", "0.0"],
+            ["update-schema", "-d", str(schema / kind / "versioned")],
+        ):
+            done = subprocess.run([*tool, *step], capture_output=True, text=True, check=False)
+            assert done.returncode == 0, f"temporal-sql-tool {step[0]}: {done.stderr[-2000:]}"
+    return {
+        "default": _postgres(pg, "temporal"),
+        "visibility": _postgres(pg, "temporal_visibility"),
+    }
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def temporal_mtls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TemporalServer]:
+    binary = Path(built_binary("build-temporal.sh", "temporal-server"))
     d = tmp_path / "temporal"
     pki = make_pki(d / "pki")
     ports = free_ports(9)
+    with contextlib.ExitStack() as cleanup:
+        if request.param == "postgresql":
+            pg = cleanup.enter_context(running_postgres())
+            stores = setup_postgres_schema(binary.parent, pg)
+        else:
+            stores = {
+                "default": _sqlite(d / "temporal.db"),
+                "visibility": _sqlite(d / "temporal.db"),
+            }
+        yield from _serve(binary, d, pki, ports, stores)
+
+
+def _serve(
+    binary: Path, d: Path, pki: Pki, ports: list[int], stores: dict[str, dict[str, Any]]
+) -> Iterator[TemporalServer]:
     config = d / "config.yaml"
-    config.write_text(yaml.safe_dump(server_config(d, pki, ports)))
+    config.write_text(yaml.safe_dump(server_config(d, pki, ports, stores)))
     log = d / "server.log"
     with log.open("ab") as out:
         proc = subprocess.Popen(
