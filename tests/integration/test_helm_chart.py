@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -36,6 +37,10 @@ PROCESSES = {
     "skylet-manager": "skyshift.workers.skylet_manager",
 }
 Manifest = dict[str, Any]
+#: the kube test bed's version (scripts/build-k8s.sh), which the chart is rendered for
+KUBE_VERSION = re.findall(
+    r"^KUBE_VERSION=(\S+)", (ROOT / "scripts" / "build-k8s.sh").read_text(), re.M
+)[0]
 MANAGER = "skyshift-helm-test"
 
 
@@ -45,6 +50,8 @@ def helm() -> str:
 
 
 def _helm(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
+    if args[0] == "template":  # a helm built by `go install` assumes Kubernetes v1.20
+        args = (*args, "--kube-version", KUBE_VERSION)
     # HOME-independent: helm keeps no state for lint and template
     env = {
         **os.environ,
