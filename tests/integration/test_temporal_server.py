@@ -11,11 +11,13 @@ import asyncio
 import contextlib
 import datetime as dt
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 import yaml
@@ -373,3 +375,36 @@ async def test_a_client_without_a_certificate_is_refused(
     monkeypatch.delenv(TLS_ENV["key"])
     with pytest.raises(RuntimeError, match=r"(?i)connect"):
         await connect(mtls_stack.temporal, NAMESPACE)  # not lazy: the handshake happens here
+
+
+async def test_the_api_server_reaches_temporal_over_mtls(
+    mtls_stack: LifecycleStack, tmp_path: Path
+) -> None:
+    """The API's /readyz checks Temporal (its lifecycle hooks): ready means the handshake with
+    the client certificate from SKYSHIFT_TEMPORAL_TLS_* worked."""
+    port = free_ports(1)[0]
+    env = {**mtls_stack.env(), "SKYSHIFT_API_HOST": "127.0.0.1", "SKYSHIFT_API_PORT": str(port)}
+    log = tmp_path / "api.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "skyshift.api"],
+            env=env,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+        )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as http:
+            body: dict[str, Any] = {}
+            for _ in range(240):
+                assert proc.poll() is None, log.read_text()[-3000:]
+                with contextlib.suppress(httpx.TransportError):
+                    resp = await http.get("/readyz")
+                    body = resp.json()
+                    if resp.status_code == 200:
+                        break
+                await asyncio.sleep(0.5)
+        assert body.get("checks", {}).get("temporal") == "ok", body
+    finally:
+        proc.terminate()
+        proc.wait(20)
