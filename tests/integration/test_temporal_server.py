@@ -12,7 +12,7 @@ import contextlib
 import datetime as dt
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -257,10 +257,13 @@ def setup_postgres_schema(bin_dir: Path, pg: Postgres) -> dict[str, dict[str, An
     }
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def temporal_mtls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TemporalServer]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def temporal_mtls(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TemporalServer]:
+    """One server per store for the module's tests."""
     binary = Path(built_binary("build-temporal.sh", "temporal-server"))
-    d = tmp_path / "temporal"
+    d = tmp_path_factory.mktemp(f"temporal-{request.param}")
     pki = make_pki(d / "pki")
     ports = free_ports(9)
     with contextlib.ExitStack() as cleanup:
@@ -309,16 +312,25 @@ def client_env(server: TemporalServer) -> dict[str, str]:
     }
 
 
-async def _register_namespace(client: Client) -> None:
+async def _unless_registered(call: Awaitable[Any]) -> None:
+    """Run a registration; one made by an earlier attempt (or an earlier test) is fine."""
     try:
-        await client.workflow_service.register_namespace(
-            RegisterNamespaceRequest(
-                namespace=NAMESPACE, workflow_execution_retention_period=Duration(seconds=86400)
-            )
-        )
-    except Exception as exc:  # registered by an earlier attempt
+        await call
+    except Exception as exc:
         if "already" not in str(exc).lower():
             raise
+
+
+async def _register(client: Client) -> None:
+    retention = Duration(seconds=86400)
+    await _unless_registered(
+        client.workflow_service.register_namespace(
+            RegisterNamespaceRequest(
+                namespace=NAMESPACE, workflow_execution_retention_period=retention
+            )
+        )
+    )
+    await _unless_registered(register_search_attributes(client))
 
 
 async def ready_client(server: TemporalServer, timeout: float = 180.0) -> Client:
@@ -328,8 +340,7 @@ async def ready_client(server: TemporalServer, timeout: float = 180.0) -> Client
         assert server.proc.poll() is None, server.log.read_text()[-3000:]
         try:
             client = await connect(server.address, NAMESPACE)
-            await _register_namespace(client)
-            await register_search_attributes(client)
+            await _register(client)
             return client
         except Exception:
             if asyncio.get_running_loop().time() > deadline:
