@@ -187,6 +187,15 @@ def table(run: Run) -> tuple[list[str], list[str]]:
     return re.split(r"\s{2,}", header.strip()), re.split(r"\s{2,}", row.strip())
 
 
+def section(text: str, title: str) -> Obj:
+    """One YAML section of ``skyctl describe`` output (the indented lines under ``title:``)."""
+    lines = text.splitlines()
+    start = lines.index(f"{title}:") + 1
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith(" ")), len(lines))
+    got: Obj = yaml.safe_load("\n".join(lines[start:end]))
+    return got
+
+
 # ---- what the beds run ------------------------------------------------------------------------
 
 
@@ -297,18 +306,14 @@ async def test_k8s_quota_holds_the_second_job_until_the_first_is_deleted(
             assert pending["status"]["message"] == (
                 f"waiting for quota: over Quota {ns}/team: cpus 2 of 2 used, needs 1 more"
             )
-            assert (
-                "cpus 2 of 2 used, needs 1 more"
-                in (await b.skyctl("describe", "job", "second", "-n", ns)).out
-            )
+            job_text = (await b.skyctl("describe", "job", "second", "-n", ns)).out
+            assert section(job_text, "Status")["message"] == pending["status"]["message"]
             await b.quota_shows("team", ns, {"cpus": 2.0, "jobs": 1.0})
             _, row = table(await b.skyctl("get", "quotas", "-n", ns))
             assert row[:4] == ["team", ns, "-", "cpus: 2/2, jobs: 1/5"], row
-            described = (await b.skyctl("describe", "quota", "team", "-n", ns)).out
-            spec, status = described.split("\nSpec:\n", 1)[1].split("\nStatus:\n", 1)
-            assert "jobs: 5.0" in spec and "cpus: 2.0" in spec, described
-            used = yaml.safe_load(status.split("\nConditions:", 1)[0])["used"]
-            assert used == {"cpus": 2.0, "jobs": 1.0}, described
+            quota_text = (await b.skyctl("describe", "quota", "team", "-n", ns)).out
+            assert section(quota_text, "Spec")["hard"] == {"cpus": 2.0, "jobs": 5.0}
+            assert section(quota_text, "Status")["used"] == {"cpus": 2.0, "jobs": 1.0}
             assert len(await pods(manager, f"{JOB_UID}={first['metadata']['uid']}")) == 2
             assert await pods(manager, f"{JOB_UID}={second['metadata']['uid']}") == []
 
