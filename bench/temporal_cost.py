@@ -2,12 +2,14 @@
 
 Runs ``--jobs`` one-replica jobs (``true``, restartPolicy Never) on a local cluster to Succeeded,
 a few at a time, then reads every job workflow's history and the scheduler workflow's, and counts
-per job: history events, workflow tasks, regular activities, local activities, signals received
-and signals sent. The scheduler's events are shared by the jobs it placed, so its count is
+per job: history events (all of them, and those until the workflow task that recorded Running),
+workflow tasks, regular activities, local activities, signals received and sent, and search
+attribute upserts. The scheduler's events are shared by the jobs it placed, so its count is
 divided among them. The same counts are taken for the minimal workflow (three regular no-op
 activities): ``events_per_job_over_minimal`` is the job's events (its own plus its share of the
-scheduler's) over the minimal workflow's. Only the local path is counted here; Slurm, Kubernetes,
-Ray and SkyPilot need their test beds (see bench/slurm.py, bench/k8s_scale.py, bench/provision.py).
+scheduler's) over the minimal workflow's. ``--dump`` prints one job's history and the
+scheduler's, event by event. Only the local path is counted here; Slurm, Kubernetes, Ray and
+SkyPilot need their test beds (see bench/slurm.py, bench/k8s_scale.py, bench/provision.py).
 
 Prints a table and writes ``temporal_cost`` to bench/results/latest.json. Asserts nothing.
 """
@@ -33,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._util import write_result
 from bench.lifecycle import NS, Bench, Minimal, noop, spawn, stack_pids, stop_stack
 from skyshift.config import Settings
-from skyshift.contract.names import SCHEDULER_ID
+from skyshift.contract.names import PHASE, SCHEDULER_ID
 from skyshift.lifecycle.client import connect
 from skyshift.store import ObjectStore
 
@@ -47,8 +49,18 @@ KINDS = {
 }
 
 
+def shows_running(event: Any) -> bool:
+    """The upsert that sets SkyShiftPhase to Running: the job's workflow knows it runs."""
+    if event.event_type != EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+        return False
+    fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes
+    phase = fields.indexed_fields.get(PHASE.name)
+    return phase is not None and phase.data == b'"Running"'
+
+
 async def counts(client: Client, workflow_id: str, run_id: str | None = None) -> dict[str, int]:
-    """Events of one workflow, every run of it (continue-as-new included), by kind."""
+    """Events of one workflow, every run of it (continue-as-new included), by kind; for a job
+    also ``events_to_running``: its events up to the workflow task that recorded Running."""
     out: collections.Counter[str] = collections.Counter()
     handle = client.get_workflow_handle(workflow_id, run_id=run_id)
     async for event in handle.fetch_history_events():
@@ -56,16 +68,28 @@ async def counts(client: Client, workflow_id: str, run_id: str | None = None) ->
         for name, kind in KINDS.items():
             if event.event_type == kind:
                 out[name] += 1
+        if shows_running(event) and "events_to_running" not in out:
+            out["events_to_running"] = out["events"]
     return dict(out)
 
 
 def per_item(totals: list[dict[str, int]], extra: dict[str, int] | None = None,
              share: int = 1) -> dict[str, float]:
-    keys = ["events", *KINDS]
+    keys = ["events", *KINDS] + (["events_to_running"] if "events_to_running" in totals[0]
+                                  else [])
     out = {k: statistics.median([t.get(k, 0) for t in totals]) for k in keys}
     for k, v in (extra or {}).items():
         out[k] = out.get(k, 0) + v / share
     return {k: round(v, 2) for k, v in out.items()}
+
+
+async def dump(client: Client, workflow_id: str, run_id: str | None = None) -> None:
+    """Print one history's event types in order (what the counts are made of)."""
+    print(f"-- {workflow_id} {run_id or ''}")
+    handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+    async for event in handle.fetch_history_events():
+        name = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+        print(f"  {event.event_id:4d} {name}")
 
 
 async def scheduler_runs(client: Client) -> list[dict[str, int]]:
@@ -113,6 +137,10 @@ async def main(args: argparse.Namespace, tmp: Path, procs: list[Any]) -> None:
         names = await run_jobs(bench, args.jobs, args.concurrency)
         await asyncio.sleep(2)  # the last workflow tasks after Succeeded (search attributes)
         jobs = [await counts(client, f"job/{NS}/{nm}") for nm in names]
+        if args.dump:
+            await dump(client, f"job/{NS}/{names[-1]}")
+            async for wf in client.list_workflows(f"WorkflowId = '{SCHEDULER_ID}'"):
+                await dump(client, wf.id, wf.run_id)
         sched = [r for r in await scheduler_runs(client)]
         sched_total = {k: sum(r.get(k, 0) for r in sched) for k in ["events", *KINDS]}
         sched_total["events"] -= before
@@ -137,6 +165,8 @@ if __name__ == "__main__":
     ap.add_argument("--spawn", action="store_true", help="run a private stack")
     ap.add_argument("--jobs", type=int, default=100)
     ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--dump", action="store_true",
+                    help="print the event types of one job's history and the scheduler's")
     arguments = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="skyshift-cost-"))
     spawned = spawn(workdir)[1] if arguments.spawn else []

@@ -313,15 +313,17 @@ class SchedulingActivities:
     async def place_batch(self, inp: PlaceBatchInput) -> PlaceBatchResult:
         """Decide for the batch, record each placement in the job's status, then tell the job.
 
-        A retry of this activity (or a later round for a job whose placement was reported
-        undelivered) first reads the decisions recorded by the attempt before and repeats them:
-        those jobs are not scheduled again, and their replicas are held against the capacity
-        the others are placed on. The recording itself is compare-and-swap, so an attempt that
-        runs on beside its retry cannot record a second answer either."""
+        A retry of this activity (any run of it as a local activity, or a later round for a job
+        whose placement was reported undelivered) first reads the decisions recorded by the
+        attempt before and repeats them: those jobs are not scheduled again, and their replicas
+        are held against the capacity the others are placed on. The recording itself is
+        compare-and-swap, so an attempt that runs on beside its retry cannot record a second
+        answer either."""
         inp, refused = trusted_entries(inp)
         clusters = (await self.store.list("clusters")).items
         policies = policy_infos((await self.store.list("filterpolicies")).items)
-        recheck = activity.info().attempt > 1
+        # a local activity run again after the worker died starts at attempt 1 again
+        recheck = activity.info().attempt > 1 or activity.info().is_local
         recorded = await self._recorded([e for e in inp.jobs if recheck or e.undelivered])
         held = list(inp.reservations) + [
             Reservation(e.req.request.uid, e.req.request.key, cluster,
@@ -342,9 +344,11 @@ class SchedulingActivities:
             async with limit:
                 return await self._follow_up(entry, decision)
 
-        outcomes = await heartbeating(asyncio.gather(
+        gathered = asyncio.gather(
             *(follow_up(e, d) for e, d in zip(inp.jobs, decisions, strict=True))
-        ))
+        )
+        # run as a local activity it has no heartbeats: its workflow task's timeout does that
+        outcomes = await (gathered if activity.info().is_local else heartbeating(gathered))
         if any(o.status == "placed" for o in outcomes):
             await failpoints.reached(failpoints.PLACE_BATCH_SIGNALLED)
         return PlaceBatchResult(list(outcomes) + refused)

@@ -2,9 +2,10 @@
 
 ``ensure_lifecycle`` / ``notify_spec_changed`` / ``notify_deleting`` are all signal-with-start
 with id-conflict policy USE_EXISTING (a missing or finished workflow is started, a running one is
-signalled), so each is idempotent, a crash between the etcd write and the call is repaired by
-the reconciler doing the same call, and a finished job can still be deleted. Job workflows get
-the ``ensure`` signal carrying the object's uid: a workflow still tearing down an older object of
+signalled; ``ensure`` is left out of a start, whose input says the same), so each is
+idempotent, a crash between the etcd write and the call is repaired by the reconciler doing the
+same call, and a finished job can still be deleted. Job workflows get the ``ensure`` signal
+carrying the object's uid: a workflow still tearing down an older object of
 the same name hands over to the new one (continue-as-new) instead of swallowing it; Service
 workflows (``service/<ns>/<name>``) get the same ``ensure`` signal with their own input.
 
@@ -15,6 +16,8 @@ API maps to HTTP statuses.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -33,6 +36,7 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 from temporalio.exceptions import TimeoutError as TemporalTimeout
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
@@ -83,20 +87,31 @@ def _meta(obj: Obj) -> dict[str, Any]:
 
 async def _signal_with_start(
     client: Client, obj: Obj, signal: str, payload: Any, inp: Any = None,
+    signal_only_running: bool = False,
 ) -> str:
     """``inp``: the workflow input when the caller already converted ``obj`` (the ensure signal
-    of Jobs and Services carries it too): converted once, not once per use."""
+    of Jobs and Services carries it too): converted once, not once per use.
+
+    ``signal_only_running``: the signal says nothing the input does not (``ensure``), so a
+    workflow started now goes without it: a plain start first, and signal-with-start only when
+    one already runs. The signal would cost the new workflow's history an event (one in 26 of a
+    job's, bench/temporal_cost.py); the second call is for the rare ensure of a running one
+    (the reconciler ensures only objects whose workflow it does not see)."""
     lc = lifecycle_of(obj.get("kind"))
     inp = inp or INPUTS[lc.kind](obj)
     wf_id = lc.workflow_id(getattr(inp, "namespace", None), inp.name)
-    await client.start_workflow(
-        lc.workflow, inp, id=wf_id, task_queue=CONTROL_QUEUE,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    start = functools.partial(
+        client.start_workflow, lc.workflow, inp, id=wf_id, task_queue=CONTROL_QUEUE,
         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
         memo={"uid": _meta(obj).get("uid") or ""},
         search_attributes=TypedSearchAttributes(_attributes(lc, obj, inp)),
-        start_signal=signal, start_signal_args=[payload],
     )
+    if signal_only_running:
+        with contextlib.suppress(WorkflowAlreadyStartedError):
+            await start(id_conflict_policy=WorkflowIDConflictPolicy.FAIL)
+            return wf_id
+    await start(id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                start_signal=signal, start_signal_args=[payload])
     return wf_id
 
 
@@ -145,7 +160,7 @@ async def ensure_lifecycle(client: Client, obj: Obj) -> str:
     convert = _ensured(obj)
     if convert is not None:
         inp: Any = convert(obj)
-        return await _signal_with_start(client, obj, SIG_ENSURE, inp, inp)
+        return await _signal_with_start(client, obj, SIG_ENSURE, inp, inp, True)
     return await _signal_with_start(client, obj, SIG_SPEC, SpecChanged(_generation(obj)))
 
 

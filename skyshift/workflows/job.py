@@ -6,7 +6,7 @@ rules live in :mod:`skyshift.workflows.jobstate`; this module sequences them.
 What a job costs the Temporal server (the performance budget of docs/architecture.md), for a
 one-replica job that runs to completion on a healthy cluster:
 
-* signal-with-start by the API (the ``ensure`` signal rides along with the start) -> workflow
+* the API's start (the ``ensure`` signal goes only to a workflow already running) -> workflow
   task 1, which runs a *local* activity that signal-with-starts the scheduler with the job
   queued (a marker event in this history, no task round trip);
 * the ``placed`` signal, sent by the scheduler's batch activity (which also wrote status
@@ -18,7 +18,7 @@ one-replica job that runs to completion on a healthy cluster:
 * the replica ends: the skylet's sync sends one ``replicas_changed`` signal -> workflow task 4
   writes Succeeded with a local activity and completes.
 
-So: 4 workflow tasks, 1 activity task, 3 signals (one of them part of the start) and 2 local
+So: 4 workflow tasks, 1 activity task, 2 signals and 2 local
 activities per job, 3 workflow tasks and 1 activity until Running. The scheduler's batch
 activity and workflow task are shared by every job placed in the same round; a running job
 costs nothing while nothing changes (the skylet looks per cluster, not per job). Restarts,

@@ -2,7 +2,8 @@
 
 Jobs arrive by signal-with-start (``enqueue``), so the scheduler exists as soon as one job does.
 Each round takes the queued jobs that have not been tried against the current capacity, highest
-priority first then oldest, and hands them all to ONE ``place_batch`` activity, which places them
+priority first then oldest, and hands them all to ONE ``place_batch`` local activity (a marker
+in this history, no activity task and no workflow task for its result), which places them
 against the clusters' allocatable capacity minus the reservations held here, writes their status
 and signals each placed job. A job that fits nowhere stays queued (its reasons are in its status,
 never Failed) and is tried again only when capacity is freed (a cluster's ``capacity`` signal or
@@ -65,6 +66,7 @@ RETRY_DELAY = 2.0  # seconds before a job whose placement could not be delivered
 RECHECK_PATCH = "retry-pending-after-confirmed-reservation"
 EARLY_PATCH = "confirm-reservations-reported-before-placed"
 MIDBATCH_PATCH = "retry-pending-after-reservation-confirmed-mid-batch"
+LOCAL_PLACE_PATCH = "place-batch-as-local-activity"
 
 
 def order(e: QueueEntry) -> tuple[int, float, str]:
@@ -195,15 +197,29 @@ class SchedulerWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(SchedulerInput(self.state(), self.cfg))
 
+    async def _place_batch(self, inp: PlaceBatchInput) -> PlaceBatchResult:
+        """One round's placements. A local activity: one marker event, where a regular one
+        cost three and a workflow task of three more for its result (bench/temporal_cost.py).
+        Run again after a crash of the control worker, it repeats the decisions already
+        recorded (it rechecks them when local, see ``place_batch``)."""
+        if workflow.patched(LOCAL_PLACE_PATCH):
+            result: PlaceBatchResult = await workflow.execute_local_activity(
+                act.PLACE_BATCH, inp, result_type=PlaceBatchResult,
+                start_to_close_timeout=PLACE_TIMEOUT, retry_policy=STORE_RETRY,
+            )
+            return result
+        result = await workflow.execute_activity(
+            act.PLACE_BATCH, inp, result_type=PlaceBatchResult,
+            start_to_close_timeout=PLACE_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            retry_policy=STORE_RETRY,
+        )
+        return result
+
     async def _place(self, batch: list[QueueEntry]) -> None:
         epoch = self.epoch
         held = list(self.reservations)
         self.placing = {e.req.request.uid for e in batch}
-        result: PlaceBatchResult = await workflow.execute_activity(
-            act.PLACE_BATCH, PlaceBatchInput(batch, list(self.reservations)),
-            result_type=PlaceBatchResult, start_to_close_timeout=PLACE_TIMEOUT,
-            heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=STORE_RETRY,
-        )
+        result = await self._place_batch(PlaceBatchInput(batch, list(self.reservations)))
         now = workflow.now().timestamp()
         if any(out.status == "pending" for out in result.outcomes):
             for r in held:

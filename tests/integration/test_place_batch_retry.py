@@ -84,9 +84,9 @@ async def new_job(store: ObjectStore, name: str) -> QueueEntry:
 
 
 async def place(store: ObjectStore, client: Recorder, entries: list[QueueEntry],
-                attempt: int = 1) -> PlaceBatchResult:
+                attempt: int = 1, local: bool = False) -> PlaceBatchResult:
     env = ActivityEnvironment()
-    env.info = dataclasses.replace(env.info, attempt=attempt)
+    env.info = dataclasses.replace(env.info, attempt=attempt, is_local=local)
     acts = SchedulingActivities(store, client)  # type: ignore[arg-type]
     return await env.run(acts.place_batch, PlaceBatchInput(entries, []))
 
@@ -186,4 +186,19 @@ async def test_the_retry_holds_the_recorded_replicas_against_the_others(
     await place(store, Recorder(), [one])  # the first attempt got as far as job 1
     await set_free(store, b, 1.0)
     out = await place(store, Recorder(), [one, two], attempt=2)
+    assert [o.assignments for o in out.outcomes] == [{a: 1}, {b: 1}]
+
+
+async def test_a_local_run_after_a_crash_holds_the_recorded_replicas_too(
+    store: ObjectStore,
+) -> None:
+    """The scheduler runs place_batch as a local activity: after the control worker died the
+    run is repeated from attempt 1, and it still finds job 1's answer (on a, which has filled
+    up since) and does not decide job 1 again, onto the room job 2 gets."""
+    a, b = await world(store)
+    one, two = await new_job(store, "one"), await new_job(store, "two")
+    await place(store, Recorder(), [one], local=True)  # the worker died after job 1
+    await set_free(store, a, 0.0)
+    await set_free(store, b, 1.0)
+    out = await place(store, Recorder(), [one, two], local=True)
     assert [o.assignments for o in out.outcomes] == [{a: 1}, {b: 1}]

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 from temporalio import activity
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
@@ -76,6 +77,20 @@ async def test_priority_then_fifo_in_one_batch(workflow_env: WorkflowEnvironment
     assert [e.req.request.key for e in batches[0].jobs] == ["ns/urgent", "ns/old", "ns/young"]
     assert [e.req.request.key for e in state.queue] == ["ns/young"]
     assert "0/1 clusters fit" in state.queue[0].last_message
+
+
+async def test_a_round_costs_the_history_one_marker(workflow_env: WorkflowEnvironment) -> None:
+    """place_batch runs as a local activity: a round adds a marker to the scheduler's history,
+    no activity task and no workflow task for its result (issue #29, Temporal's work per job)."""
+    fakes = Fakes(allocatable={"a": 2.0})
+    async with workers(workflow_env.client, fakes, []) as q:
+        h = await start(workflow_env.client, q,
+                        state=SchedulerState(queue=[QueueEntry(request("one", 1))]))
+        await settle(h, 0)
+        kinds = [e.event_type async for e in h.fetch_history_events()]
+    assert len(fakes.of("place_batch")) == 1
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in kinds
+    assert EventType.EVENT_TYPE_MARKER_RECORDED in kinds
 
 
 async def test_no_overcommit_across_batches(workflow_env: WorkflowEnvironment) -> None:
