@@ -43,6 +43,7 @@ class JobTemplate:
     filters: list[Filter] = field(default_factory=list)
     preferences: list[Preference] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)
+    preemption_policy: str = "PreemptLowerPriority"
 
 
 # Revisions of the job lifecycle that change what a workflow does (JobInput.revision):
@@ -141,13 +142,16 @@ class ReplicaReport:
 @dataclass
 class ClusterEvent:
     cluster: str
-    kind: str  # "lost" | "recovered" | "deleted" | DRIFT
+    kind: str  # "lost" | "recovered" | "deleted" | DRIFT | PREEMPTED
     message: str = ""
 
 
 # ClusterEvent kind: a skylet found replicas the job's workflow holds on its cluster while etcd's
 # stored placement does not name it; the workflow writes its placement back
 DRIFT = "drift"
+# ClusterEvent kind: a higher-priority job needs this job's capacity (``cluster`` is empty,
+# ``message`` says who and why): every replica is deleted and the job goes back to Pending
+PREEMPTED = "preempted"
 
 
 @dataclass

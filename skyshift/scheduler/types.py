@@ -104,6 +104,8 @@ class JobRequest:
     filters: list[Filter] = field(default_factory=list)
     preferences: list[Preference] = field(default_factory=list)
     admitted: bool = False  # holds replicas already (a scale-up): no quota `jobs` charged
+    # "PreemptLowerPriority": may evict lower-priority jobs to fit; "Never": only waits
+    preemption: str = "PreemptLowerPriority"
 
 
 @dataclass
