@@ -70,6 +70,11 @@ def apply_job_patch(obj: Obj, patch: JobStatusPatch) -> Obj | None:
         status["startTime"] = now_iso()
     if patch.finished and not status.get("completionTime"):
         status["completionTime"] = now_iso()
+    if patch.preempted is not None:
+        kept = [c for c in status.get("conditions") or [] if c.get("type") != "Preempted"]
+        status["conditions"] = [*kept, {"type": "Preempted", "status": "True",
+                                        "reason": "Preempted", "message": patch.preempted,
+                                        "lastTransitionTime": now_iso()}]
     return obj if repr(status) != before else None
 
 

@@ -223,6 +223,10 @@ class QueueEntry:
     # a round's placement may have been recorded (etcd) or even delivered although the round
     # reported it undelivered: the next round looks for the recorded decision first
     undelivered: bool = False
+    # the jobs a round evicted for this one, and until when (epoch seconds) it waits for
+    # their capacity instead of evicting more (skyshift.activities.preemption)
+    nominated: list[str] = field(default_factory=list)
+    nominated_until: float = 0.0
 
 
 @dataclass
@@ -259,6 +263,8 @@ class PlaceOutcome:
     status: str  # "placed" | "pending" | "gone" | "undelivered"
     assignments: dict[str, int] = field(default_factory=dict)
     message: str = ""
+    victims: list[str] = field(default_factory=list)  # evicted for it this round
+    nominated_until: float = 0.0
 
 
 @dataclass
@@ -285,6 +291,7 @@ class JobStatusPatch:
     finished: bool = False  # set completionTime
     started: bool = False  # set startTime if unset
     workflow_id: str | None = None
+    preempted: str | None = None  # set the Preempted condition with this message
 
 
 @dataclass

@@ -184,6 +184,7 @@ class JobStatus(StrictModel):
     replicaStatus: dict[str, ReplicaCounts] = Field(default_factory=dict)
     restarts: int = 0
     schedulerReasons: dict[str, str] = Field(default_factory=dict)
+    preempting: list[str] = Field(default_factory=list)  # jobs evicted for this one ("ns/name")
     observedGeneration: int = 0
     conditions: list[Condition] = Field(default_factory=list)
     startTime: str | None = None

@@ -122,6 +122,7 @@ class Decision:
     assignments: dict[str, int] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
     message: str = ""
+    victims: list[str] = field(default_factory=list)  # jobs to evict for it ("ns/name")
 
     @property
     def placed(self) -> bool:

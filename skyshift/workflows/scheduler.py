@@ -230,6 +230,8 @@ class SchedulerWorkflow:
                 entry.tried_epoch = epoch if out.status == "pending" else -1
                 entry.not_before = now + RETRY_DELAY if out.status == "undelivered" else 0.0
                 entry.undelivered = entry.undelivered or out.status == "undelivered"
+                if out.victims:
+                    entry.nominated, entry.nominated_until = out.victims, out.nominated_until
         self.placing = set()
         early, self.early = self.early, []
         if early and workflow.patched(EARLY_PATCH):

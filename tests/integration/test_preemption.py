@@ -1,0 +1,93 @@
+"""Preemption on the real Temporal dev server, etcd and a local cluster: a high-priority job
+evicts the fewest lower-priority jobs (a gang whole), they go back to Pending saying why, and are
+placed again once it ends; the cluster never holds more replicas than it has room for."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import pytest
+
+from skyshift.compat.local.adapter import LocalManager
+from tests.fixtures.temporal import LifecycleStack
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.integration]
+
+LIVE = ("Pending", "Running")
+
+
+class ReplicaWatch:
+    """Counts the cluster's live replicas at every poll (the most ever seen, and by name)."""
+
+    def __init__(self, s: LifecycleStack, cluster: str) -> None:
+        self.mgr = LocalManager(cluster, {"state_dir": str(s.state_dirs[cluster]), "cpus": 1})
+        self.most = 0
+        self.doubled: list[str] = []
+        self.task = asyncio.create_task(self._poll())
+
+    async def live(self) -> list[str]:
+        return [r.name for r in await self.mgr.replicas() if r.state in LIVE]
+
+    async def _poll(self) -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                names = await self.live()
+                self.most = max(self.most, len(names))
+                if len(set(names)) != len(names):
+                    self.doubled.append(",".join(names))
+            await asyncio.sleep(0.1)
+
+    def stop(self) -> None:
+        self.task.cancel()
+
+
+def preempted_condition(job: dict[str, Any]) -> str:
+    for c in job["status"].get("conditions") or []:
+        if c.get("type") == "Preempted":
+            return str(c.get("message"))
+    return ""
+
+
+async def evicted(s: LifecycleStack, name: str) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        obj = await s.get("jobs", name)
+        return obj if obj and preempted_condition(obj) else None
+
+    found: dict[str, Any] = await s.wait(f"{name} preempted", check, timeout=60)
+    return found
+
+
+async def test_a_high_priority_job_evicts_a_gang_whole_and_it_comes_back(
+    lifecycle_stack: LifecycleStack,
+) -> None:
+    s = lifecycle_stack
+    s.start_in_process()
+    await s.add_cluster("pe-c", cpus=3)
+    await s.cluster_phase("pe-c", "Ready")
+    watch = ReplicaWatch(s, "pe-c")
+    try:
+        await s.submit("steady", "sleep 60", cpus=1, restartPolicy="Never")
+        await s.job_phase("steady", "Running")
+        await s.submit("gang", "sleep 60", cpus=1, replicas=2, restartPolicy="Never")
+        await s.job_phase("gang", "Running")
+        await s.submit("urgent", "sleep 4", cpus=2, priority=10, restartPolicy="Never")
+        await s.job_phase("urgent", "Running", timeout=90)
+
+        gang = await evicted(s, "gang")
+        assert gang["status"]["phase"] in ("Pending", "Scheduled")
+        assert preempted_condition(gang).startswith("Preempted by default/urgent: ")
+        steady = await s.get("jobs", "steady")
+        assert steady and steady["status"]["phase"] == "Running"  # the fewest victims
+        assert not preempted_condition(steady)
+        assert len(await watch.live()) == 2  # steady's replica and urgent's (2 cpus)
+
+        await s.job_phase("urgent", "Succeeded", timeout=60)
+        back = await s.job_phase("gang", "Running", timeout=90)
+        assert back["status"]["placement"] == {"pe-c": 2}
+        live = await watch.live()
+        assert len(live) == 3 and len([n for n in live if n.startswith("gang-")]) == 2
+        assert watch.most <= 3 and not watch.doubled  # never over capacity, nothing twice
+    finally:
+        watch.stop()
