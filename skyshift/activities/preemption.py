@@ -22,6 +22,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from skyshift.activities.quotas import per_replica_of
+from skyshift.activities.store import uid_of
 from skyshift.contract.jobs import PREEMPTED, ClusterEvent, QueueEntry
 from skyshift.contract.names import SIG_CLUSTER, job_workflow_id
 from skyshift.lifecycle.convert import parse_time
@@ -30,6 +31,7 @@ from skyshift.models.base import Obj
 from skyshift.scheduler.preempt import NEVER, Running, choose_victims
 from skyshift.scheduler.quota import QuotaInfo
 from skyshift.scheduler.types import ClusterInfo, Decision, FilterPolicyInfo
+from skyshift.store import NotFound, ObjectStore
 
 log = logging.getLogger(__name__)
 NOMINATION_TTL = 60.0  # seconds a preemptor waits for its victims' capacity before it may again
@@ -117,6 +119,22 @@ def still_nominated(entry: QueueEntry, decision: Decision, now: float) -> None:
             f"waiting for preempted {', '.join(entry.nominated)} to free capacity; "
             f"{decision.message}"
         )
+
+
+async def stored_nominations(store: ObjectStore, entries: Sequence[QueueEntry],
+                             now: float) -> None:
+    """A retried round: the attempt before may have evicted for these jobs already (their
+    ``status.preempting``); they wait for that capacity instead of evicting again."""
+    for entry in entries:
+        r = entry.req.request
+        try:
+            obj = await store.get("jobs", r.key.split("/", 1)[1], r.namespace)
+        except NotFound:
+            continue
+        victims = (obj.get("status") or {}).get("preempting") or []
+        if uid_of(obj) == r.uid and victims and entry.nominated_until <= now:
+            entry.nominated = [str(v) for v in victims]
+            entry.nominated_until = now + NOMINATION_TTL
 
 
 async def evict(client: Client, preemptor: str, priority: int, victims: Sequence[str]) -> None:

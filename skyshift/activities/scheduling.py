@@ -30,6 +30,7 @@ from skyshift.activities.preemption import (
     evict,
     nominate,
     still_nominated,
+    stored_nominations,
     wants_to_preempt,
 )
 from skyshift.activities.quotas import quota_infos
@@ -380,6 +381,9 @@ class SchedulingActivities:
         quotas this round leaves (see :mod:`skyshift.activities.preemption`)."""
         now = time.time()
         pairs = list(zip(inp.jobs, decisions, strict=True))
+        if activity.info().attempt > 1:
+            await stored_nominations(
+                self.store, [e for e, d in pairs if wants_to_preempt(e, d, now)], now)
         for entry, decision in pairs:
             still_nominated(entry, decision, now)
         if not any(wants_to_preempt(e, d, now) for e, d in pairs):
@@ -396,6 +400,19 @@ class SchedulingActivities:
         policies = policy_infos((await self.store.list("filterpolicies")).items)
         jobs = (await self.store.list("jobs")).items
         nominate(inp.jobs, decisions, jobs, after, policies, quotas)
+
+    async def _nominated(self, entry: QueueEntry, decision: Decision,
+                         out: PlaceOutcome) -> None:
+        """Evict this round's victims of ``entry`` (its nomination is recorded already), and
+        report the nomination standing, so the scheduler keeps it."""
+        req = entry.req.request
+        if decision.victims:
+            await evict(self.client, req.key, req.priority, decision.victims)
+            out.victims = list(decision.victims)
+            out.nominated_until = time.time() + NOMINATION_TTL
+            await failpoints.reached(failpoints.PREEMPT_SIGNALLED)
+        elif entry.nominated and entry.nominated_until > time.time():
+            out.victims, out.nominated_until = list(entry.nominated), entry.nominated_until
 
     async def _grow(self, inp: PlaceBatchInput, decisions: list[Decision], clusters: list[Obj],
                     infos: list[ClusterInfo], policies: list[FilterPolicyInfo]) -> None:
@@ -435,10 +452,8 @@ class SchedulingActivities:
                 ):
                     out.status = "gone"
                 if prior.decision is None:
-                    if decision.victims and out.status == "pending":
-                        await evict(self.client, key, req.request.priority, decision.victims)
-                        out.victims = list(decision.victims)
-                        out.nominated_until = time.time() + NOMINATION_TTL
+                    if out.status == "pending":
+                        await self._nominated(entry, decision, out)
                     return out
             elif not await update_status(
                 self.store, "jobs", name, ns,

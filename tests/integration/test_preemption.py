@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 from typing import Any
 
 import pytest
 
 from skyshift.compat.local.adapter import LocalManager
+from skyshift.failpoints import ENV, PREEMPT_SIGNALLED
 from tests.fixtures.temporal import LifecycleStack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]
@@ -59,35 +62,76 @@ async def evicted(s: LifecycleStack, name: str) -> dict[str, Any]:
     return found
 
 
+async def fill(s: LifecycleStack) -> None:
+    """steady (1 cpu) then gang (2 x 1 cpu) run on pe-c's 3 cpus."""
+    await s.add_cluster("pe-c", cpus=3)
+    await s.cluster_phase("pe-c", "Ready")
+    await s.submit("steady", "sleep 60", cpus=1, restartPolicy="Never")
+    await s.job_phase("steady", "Running")
+    await s.submit("gang", "sleep 60", cpus=1, replicas=2, restartPolicy="Never")
+    await s.job_phase("gang", "Running")
+
+
+async def check_outcome(s: LifecycleStack, watch: ReplicaWatch) -> None:
+    """urgent (2 cpus) ran by evicting only the gang, which runs again once urgent ended."""
+    await s.job_phase("urgent", "Running", timeout=90)
+    gang = await evicted(s, "gang")
+    assert preempted_condition(gang).startswith("Preempted by default/urgent: ")
+    steady = await s.get("jobs", "steady")
+    assert steady and steady["status"]["phase"] == "Running"  # the fewest victims
+    assert not preempted_condition(steady)
+    await s.job_phase("urgent", "Succeeded", timeout=60)
+    back = await s.job_phase("gang", "Running", timeout=90)
+    assert back["status"]["placement"] == {"pe-c": 2}
+    live = await watch.live()
+    assert len(live) == 3 and len([n for n in live if n.startswith("gang-")]) == 2
+    assert watch.most <= 3 and not watch.doubled  # never over capacity, nothing twice
+
+
 async def test_a_high_priority_job_evicts_a_gang_whole_and_it_comes_back(
     lifecycle_stack: LifecycleStack,
 ) -> None:
     s = lifecycle_stack
     s.start_in_process()
-    await s.add_cluster("pe-c", cpus=3)
-    await s.cluster_phase("pe-c", "Ready")
+    await fill(s)
     watch = ReplicaWatch(s, "pe-c")
     try:
-        await s.submit("steady", "sleep 60", cpus=1, restartPolicy="Never")
-        await s.job_phase("steady", "Running")
-        await s.submit("gang", "sleep 60", cpus=1, replicas=2, restartPolicy="Never")
-        await s.job_phase("gang", "Running")
         await s.submit("urgent", "sleep 4", cpus=2, priority=10, restartPolicy="Never")
         await s.job_phase("urgent", "Running", timeout=90)
-
-        gang = await evicted(s, "gang")
-        assert gang["status"]["phase"] in ("Pending", "Scheduled")
-        assert preempted_condition(gang).startswith("Preempted by default/urgent: ")
-        steady = await s.get("jobs", "steady")
-        assert steady and steady["status"]["phase"] == "Running"  # the fewest victims
-        assert not preempted_condition(steady)
+        gang = await s.get("jobs", "gang")
+        assert gang and gang["status"]["phase"] in ("Pending", "Scheduled")
         assert len(await watch.live()) == 2  # steady's replica and urgent's (2 cpus)
-
-        await s.job_phase("urgent", "Succeeded", timeout=60)
-        back = await s.job_phase("gang", "Running", timeout=90)
-        assert back["status"]["placement"] == {"pe-c": 2}
-        live = await watch.live()
-        assert len(live) == 3 and len([n for n in live if n.startswith("gang-")]) == 2
-        assert watch.most <= 3 and not watch.doubled  # never over capacity, nothing twice
+        await check_outcome(s, watch)
     finally:
         watch.stop()
+
+
+async def test_control_worker_killed_mid_preemption_loses_and_doubles_nothing(
+    lifecycle_stack: LifecycleStack,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s = lifecycle_stack
+    fp = s.tmp / "failpoints"
+    fp.mkdir()
+    (fp / f"{PREEMPT_SIGNALLED}.pause").write_text("30")
+    monkeypatch.setenv(ENV, str(fp))
+    s.start_in_process(control=False)
+    control = await s.start_process("control")
+    await fill(s)
+    watch = ReplicaWatch(s, "pe-c")
+    try:
+        (fp / f"{PREEMPT_SIGNALLED}.armed").touch()
+        await s.submit("urgent", "sleep 4", cpus=2, priority=10, restartPolicy="Never")
+        # the round told the gang to go and has not returned: the worker dies right there
+        await s.wait("victims signalled", lambda: _exists(fp / f"{PREEMPT_SIGNALLED}.hit"))
+        os.killpg(control.pid, signal.SIGKILL)
+        control.wait()
+        await asyncio.sleep(1)
+        await s.start_process("control")
+        await check_outcome(s, watch)
+    finally:
+        watch.stop()
+
+
+async def _exists(path: Any) -> bool:
+    return bool(path.exists())
