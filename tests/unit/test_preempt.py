@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+from pydantic import ValidationError
+
+from skyshift.cli.main import cli
+from skyshift.models import parse_object
 from skyshift.models.quantity import Resources
 from skyshift.scheduler.preempt import Running, choose_victims
 from skyshift.scheduler.quota import QuotaInfo
@@ -89,3 +96,23 @@ def test_a_job_over_its_own_quota_evicts_only_its_own_namespace() -> None:
     hi = job("hi", priority=5, namespace="ml")
     free = [cluster("c1", 4)]
     assert names(choose_victims(hi, holders, free, [], [own])) == ["mine"]
+
+
+def test_preemption_policy_in_the_spec_and_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_obj = parse_object({"kind": "Job", "metadata": {"name": "j"}, "spec": {}})
+    assert job_obj.spec.preemptionPolicy == "PreemptLowerPriority"
+    with pytest.raises(ValidationError, match="preemptionPolicy"):
+        parse_object(
+            {"kind": "Job", "metadata": {"name": "j"}, "spec": {"preemptionPolicy": "Sometimes"}}
+        )
+    monkeypatch.setenv("SKYSHIFT_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("SKYSHIFT_SERVER", raising=False)
+    ok = CliRunner().invoke(
+        cli, ["create", "job", "j", "--preemption-policy", "never", "--dry-run"]
+    )
+    assert ok.exit_code == 0 and "preemptionPolicy: Never" in ok.stdout, ok.output
+    bad = CliRunner().invoke(cli, ["create", "job", "j", "--preemption-policy", "x"])
+    assert bad.exit_code == 2 and "--preemption-policy" in bad.stderr
+    assert "Traceback" not in bad.output
