@@ -65,6 +65,7 @@ RETRY_DELAY = 2.0  # seconds before a job whose placement could not be delivered
 RECHECK_PATCH = "retry-pending-after-confirmed-reservation"
 EARLY_PATCH = "confirm-reservations-reported-before-placed"
 MIDBATCH_PATCH = "retry-pending-after-reservation-confirmed-mid-batch"
+REQUEUE_PATCH = "release-reservations-of-a-job-queued-again"
 
 
 def order(e: QueueEntry) -> tuple[int, float, str]:
@@ -91,6 +92,12 @@ class SchedulerWorkflow:
         if old and old.req.request.uid == req.request.uid and old.req.seq >= req.seq:
             return  # a duplicate (retried enqueue)
         self.queue[key] = QueueEntry(req, last_message=old.last_message if old else "")
+        if not req.current and any(r.uid == req.request.uid for r in self.reservations) and (
+            workflow.patched(REQUEUE_PATCH)
+        ):
+            # queued again holding nothing (preempted, or its cluster lost): what was reserved
+            # for it is gone, and a job waiting for that capacity must not wait for the TTL
+            self._release(lambda r: r.uid == req.request.uid)
 
     @workflow.signal(name=SIG_DEQUEUE)
     def dequeue(self, req: DequeueRequest) -> None:
@@ -167,6 +174,18 @@ class SchedulerWorkflow:
             key=order,
         )
 
+    def _with_nominated(self, batch: list[QueueEntry]) -> list[QueueEntry]:
+        """A round that places anything also tries the jobs waiting for the capacity their
+        victims free: the victims queue again as soon as their replicas are deleted, and must
+        not take that capacity back in a round without the preemptor."""
+        if not batch:
+            return batch
+        now = workflow.now().timestamp()
+        keys = {e.req.request.key for e in batch}
+        more = [e for e in self.queue.values()
+                if e.nominated_until > now and e.req.request.key not in keys]
+        return sorted(batch + more, key=order) if more else batch
+
     def _expire(self) -> None:
         now = workflow.now().timestamp()
         self._release(lambda r: now - r.placed_at >= self.cfg.reservation_ttl)
@@ -188,7 +207,7 @@ class SchedulerWorkflow:
         while True:
             await wait(lambda: bool(self._due()), self._next_wakeup())
             self._expire()
-            batch = self._due()[: self.cfg.max_batch]
+            batch = self._with_nominated(self._due()[: self.cfg.max_batch])
             if batch:
                 await self._place(batch)
             if history_full(self.cfg.history_limit):
