@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
 
+from skyshift.activities.preemption import running_of
+from skyshift.activities.store import apply_job_patch
 from skyshift.cli.main import cli
+from skyshift.contract.jobs import UNPLACED, JobState, JobStatusPatch, ReplicaRecord
 from skyshift.models import parse_object
 from skyshift.models.quantity import Resources
 from skyshift.scheduler.preempt import Running, choose_victims
 from skyshift.scheduler.quota import QuotaInfo
+from skyshift.workflows import jobstate as js
 from tests.unit.test_scheduler_core import cluster, job
 
 
@@ -116,3 +121,47 @@ def test_preemption_policy_in_the_spec_and_the_cli(
     bad = CliRunner().invoke(cli, ["create", "job", "j", "--preemption-policy", "x"])
     assert bad.exit_code == 2 and "--preemption-policy" in bad.stderr
     assert "Traceback" not in bad.output
+
+
+def test_a_preempted_job_state_goes_back_to_the_queue() -> None:
+    s = JobState(
+        phase="Running",
+        awaiting=0,
+        replicas=[
+            ReplicaRecord(0, "c1", 0, "Running", submitted=True),
+            ReplicaRecord(1, "c1", 2, "Succeeded"),
+        ],
+    )
+    assert js.evicted(s, "Preempted by default/hi: why") == 1
+    first, done = s.replicas
+    assert (first.cluster, first.state, first.attempt, first.submitted) == ("", UNPLACED, 1, False)
+    assert done.state == "Succeeded"  # a finished replica is not run again
+    assert (s.phase, s.message) == ("Pending", "Preempted by default/hi: why")
+
+
+def test_the_preempted_condition_and_the_running_jobs_etcd_shows() -> None:
+    obj: dict[str, Any] = {"metadata": {"uid": "u"}, "status": {"phase": "Running"}}
+    patch = JobStatusPatch("default", "low", "u", phase="Pending", placement={}, preempted="why")
+    out = apply_job_patch(obj, patch)
+    assert out is not None
+    (cond,) = out["status"]["conditions"]
+    assert (cond["type"], cond["status"], cond["message"]) == ("Preempted", "True", "why")
+    jobs = [
+        {
+            "metadata": {"name": "a", "namespace": "ml", "uid": "1"},
+            "spec": {"priority": 3, "resources": {"cpus": 2}},
+            "status": {"phase": "Running", "placement": {"c1": 2}},
+        },
+        {
+            "metadata": {"name": "b", "namespace": "ml", "uid": "2"},
+            "spec": {},
+            "status": {"phase": "Succeeded", "placement": {"c1": 1}},
+        },
+        {
+            "metadata": {"name": "c", "namespace": "ml", "uid": "3"},
+            "spec": {},
+            "status": {"phase": "Running", "placement": {"c1": 1}},
+        },
+    ]
+    (a,) = running_of(jobs, skip={"ml/c"})
+    assert (a.key, a.priority, a.per_replica.cpus, a.placement) == ("ml/a", 3, 2.0, {"c1": 2})
