@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from skyshift.cli.describe import describe_text
 from skyshift.compat.local.adapter import LocalManager
 from skyshift.failpoints import ENV, PREEMPT_SIGNALLED
+from skyshift.models import kind_info
 from tests.fixtures.temporal import LifecycleStack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]
@@ -135,3 +137,35 @@ async def test_control_worker_killed_mid_preemption_loses_and_doubles_nothing(
 
 async def _exists(path: Any) -> bool:
     return bool(path.exists())
+
+
+async def test_two_low_jobs_are_evicted_for_one_and_both_come_back(
+    lifecycle_stack: LifecycleStack,
+) -> None:
+    s = lifecycle_stack
+    s.start_in_process()
+    await s.add_cluster("pe-two", cpus=2)
+    await s.cluster_phase("pe-two", "Ready")
+    watch = ReplicaWatch(s, "pe-two")
+    try:
+        for name in ("low-1", "low-2"):
+            await s.submit(name, "sleep 60", cpus=1, priority=-5, restartPolicy="Never")
+            await s.job_phase(name, "Running")
+        await s.submit(
+            "polite", "sleep 2", cpus=2, priority=5, preemptionPolicy="Never", restartPolicy="Never"
+        )
+        await s.submit("big", "sleep 4", cpus=2, priority=10, restartPolicy="Never")
+        big = await s.job_phase("big", "Running", timeout=90)
+        assert not big["status"].get("preempting")  # cleared once placed
+        for name in ("low-1", "low-2"):
+            low = await evicted(s, name)
+            shown = describe_text(kind_info("Job"), low)
+            assert "Preempted by default/big: it has priority 10" in shown
+        await s.job_phase("big", "Succeeded", timeout=60)
+        await s.job_phase("polite", "Succeeded", timeout=60)  # it waited, evicting nobody
+        for name in ("low-1", "low-2"):
+            await s.job_phase(name, "Running", timeout=90)
+        assert watch.most <= 2 and not watch.doubled
+        assert len(await watch.live()) == 2
+    finally:
+        watch.stop()
