@@ -340,7 +340,9 @@ class SchedulingActivities:
         infos = cluster_infos(clusters, held)
         fresh = [e for e in inp.jobs if e.req.request.key not in recorded]
         quotas = await quota_infos(self.store, batch_holdings(inp.jobs, recorded))
-        requests = [replace(e.req.request, admitted=bool(e.req.current)) for e in fresh]
+        now = time.time()
+        requests = [replace(e.req.request, admitted=bool(e.req.current),
+                            nominated=e.nominated_until > now) for e in fresh]
         decided = iter(schedule_batch(requests, infos, policies, quotas))
         decisions = [recorded.get(e.req.request.key) or next(decided) for e in inp.jobs]
         await self._preempt(inp, decisions, clusters, held, set(recorded))

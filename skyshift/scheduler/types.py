@@ -106,6 +106,7 @@ class JobRequest:
     admitted: bool = False  # holds replicas already (a scale-up): no quota `jobs` charged
     # "PreemptLowerPriority": may evict lower-priority jobs to fit; "Never": only waits
     preemption: str = "PreemptLowerPriority"
+    nominated: bool = False  # evicted jobs for the capacity now freeing: first of its priority
 
 
 @dataclass

@@ -16,6 +16,7 @@ from skyshift.cli.main import cli
 from skyshift.contract.jobs import UNPLACED, JobState, JobStatusPatch, ReplicaRecord
 from skyshift.models import parse_object
 from skyshift.models.quantity import Resources
+from skyshift.scheduler import schedule_batch
 from skyshift.scheduler.preempt import Running, choose_victims
 from skyshift.scheduler.quota import QuotaInfo
 from skyshift.workflows import jobstate as js
@@ -165,3 +166,10 @@ def test_the_preempted_condition_and_the_running_jobs_etcd_shows() -> None:
     ]
     (a,) = running_of(jobs, skip={"ml/c"})
     assert (a.key, a.priority, a.per_replica.cpus, a.placement) == ("ml/a", 3, 2.0, {"c1": 2})
+
+
+def test_a_preemptor_goes_before_older_jobs_of_its_priority() -> None:
+    older = job("older", cpus=2, priority=10, created=1)
+    preemptor = dataclasses.replace(job("hi", cpus=2, priority=10, created=2), nominated=True)
+    first, second = schedule_batch([older, preemptor], [cluster("c1", 2)], [])
+    assert (first.placed, second.placed) == (False, True)
