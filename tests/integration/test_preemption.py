@@ -11,6 +11,7 @@ import signal
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from skyshift.cli.describe import describe_text
 from skyshift.compat.local.adapter import LocalManager
@@ -97,6 +98,7 @@ async def test_a_high_priority_job_evicts_a_gang_whole_and_it_comes_back(
     s.start_in_process()
     await fill(s)
     watch = ReplicaWatch(s, "pe-c")
+    before = evictions()
     try:
         await s.submit("urgent", "sleep 4", cpus=2, priority=10, restartPolicy="Never")
         await s.job_phase("urgent", "Running", timeout=90)
@@ -104,6 +106,7 @@ async def test_a_high_priority_job_evicts_a_gang_whole_and_it_comes_back(
         assert gang and gang["status"]["phase"] in ("Pending", "Scheduled")
         assert len(await watch.live()) == 2  # steady's replica and urgent's (2 cpus)
         await check_outcome(s, watch)
+        assert evictions() == before + 1  # the control worker's metric (in-process here)
     finally:
         watch.stop()
 
@@ -133,6 +136,11 @@ async def test_control_worker_killed_mid_preemption_loses_and_doubles_nothing(
         await check_outcome(s, watch)
     finally:
         watch.stop()
+
+
+def evictions() -> float:
+    value = REGISTRY.get_sample_value("skyshift_preemptions_total", {"namespace": "default"})
+    return value or 0.0
 
 
 async def _exists(path: Any) -> bool:
