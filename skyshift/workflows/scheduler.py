@@ -66,6 +66,7 @@ RECHECK_PATCH = "retry-pending-after-confirmed-reservation"
 EARLY_PATCH = "confirm-reservations-reported-before-placed"
 MIDBATCH_PATCH = "retry-pending-after-reservation-confirmed-mid-batch"
 REQUEUE_PATCH = "release-reservations-of-a-job-queued-again"
+PLACED_BEHIND_PATCH = "retry-pending-after-reservation-of-same-round-confirmed"
 
 
 def order(e: QueueEntry) -> tuple[int, float, str]:
@@ -224,9 +225,13 @@ class SchedulerWorkflow:
             heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=STORE_RETRY,
         )
         now = workflow.now().timestamp()
-        if any(out.status == "pending" for out in result.outcomes):
+        pending = any(out.status == "pending" for out in result.outcomes)
+        if pending:
             for r in held:
                 r.pending_behind = True
+        # a job left pending may have been judged against this round's placements too: one that
+        # ends before its cluster ever shows it busy frees nothing the skylet sees as freed
+        behind = pending and workflow.patched(PLACED_BEHIND_PATCH)
         sent = {e.req.request.key: e for e in batch}
         for out in result.outcomes:
             entry = self.queue.get(out.key)
@@ -236,7 +241,7 @@ class SchedulerWorkflow:
             if out.status == "placed":
                 per = sent[out.key].req.request.per_replica
                 self.reservations += [
-                    Reservation(out.uid, out.key, cluster, per, n, now)
+                    Reservation(out.uid, out.key, cluster, per, n, now, pending_behind=behind)
                     for cluster, n in out.assignments.items()
                 ]
                 if current:

@@ -177,3 +177,23 @@ async def test_two_low_jobs_are_evicted_for_one_and_both_come_back(
         assert len(await watch.live()) == 2
     finally:
         watch.stop()
+
+
+async def test_a_job_left_pending_behind_a_short_one_runs_when_it_ends(
+    lifecycle_stack: LifecycleStack,
+) -> None:
+    """A round places "quick" and leaves "waiter" pending behind it; quick ends before its
+    cluster ever shows it busy, so no capacity is reported freed: the confirmation of quick's
+    reservation is what retries waiter (it waited forever before)."""
+    s = lifecycle_stack
+    s.start_in_process()
+    await s.add_cluster("pe-short", cpus=2)
+    await s.cluster_phase("pe-short", "Ready")
+    await s.submit("holder", "sleep 3", cpus=2, restartPolicy="Never")
+    await s.job_phase("holder", "Running")
+    await s.submit(
+        "quick", "true", cpus=2, priority=5, preemptionPolicy="Never", restartPolicy="Never"
+    )
+    await s.submit("waiter", "true", cpus=2, restartPolicy="Never")
+    await s.job_phase("quick", "Succeeded", timeout=60)
+    await s.job_phase("waiter", "Succeeded", timeout=60)
