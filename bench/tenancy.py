@@ -10,18 +10,29 @@ fits. While every tenant still has work waiting, a tenant's share is the fractio
 Prints, per mode ("fair": quotas in a cohort, none binding on its own, so only the weighted
 dominant-resource ordering decides; "fifo": no quotas, today's priority-then-FIFO):
 the largest gap between a tenant's share and its target (median over the ticks and worst), and
-the scheduler's CPU per admitted job. Writes them to bench/results/latest.json as ``tenancy``.
-Asserts nothing. Preemption (the time from a high-priority submit to Running when it must
-preempt) is not measured: preemption is not built yet.
+the scheduler's CPU per admitted job.
+
+Then, on a private real stack (etcd, Temporal dev server, both workers as subprocesses, as
+``bench/lifecycle.py --spawn`` runs them) with one local cluster of 2 cpus: a 2-cpu job of
+priority 0 runs, and ``--preempt`` times a 2-cpu job of priority 10 is submitted; each must
+evict it. Prints the median and worst time from that submit to its Running (the target: at most
+2 s on local clusters). ``--preempt 0`` skips it.
+
+Writes the figures to bench/results/latest.json as ``tenancy``. Asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import random
 import statistics
+import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from bench._util import write_result
 from skyshift.models.quantity import Resources
@@ -115,10 +126,66 @@ def run(fair: bool, jobs: int, seed: int) -> dict[str, float]:
     }
 
 
+async def submit(store: Any, client: Any, name: str, priority: int, run: str) -> float:
+    from skyshift.lifecycle import starter
+    from skyshift.models.meta import now_iso
+
+    t0 = time.monotonic()
+    obj = await store.create("jobs", {
+        "apiVersion": "skyshift.io/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "default", "uid": str(uuid.uuid4()),
+                     "generation": 1, "creationTimestamp": now_iso(), "labels": {}},
+        "spec": {"run": run, "resources": {"cpus": 2, "memory": 0}, "priority": priority,
+                 "restartPolicy": "Never"},
+        "status": {"phase": "Pending"},
+    })
+    await starter.ensure_lifecycle(client, obj)
+    return t0
+
+
+async def phase_reached(store: Any, name: str, phase: str, timeout: float = 120) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        obj = await store.get("jobs", name, "default")
+        if (obj.get("status") or {}).get("phase") == phase:
+            return time.monotonic()
+        await asyncio.sleep(0.02)
+    raise TimeoutError(f"job {name} not {phase} after {timeout:g} s")
+
+
+async def preempt_latency(n: int, tmp: Path, procs: list[Any]) -> dict[str, Any]:
+    """Submit -> Running of ``n`` high-priority jobs, each evicting the same low one."""
+    from bench.lifecycle import Bench, stop_stack
+    from skyshift.config import Settings
+    from skyshift.lifecycle.client import connect
+    from skyshift.store import ObjectStore
+
+    settings = Settings.from_env()
+    store = ObjectStore(settings.etcd_endpoints, settings.store_prefix)
+    await store.connect()
+    client = await connect(settings.temporal_address, settings.temporal_namespace)
+    samples = []
+    try:
+        await Bench(store, client, tmp / "clusters").cluster("preempt-c", 2)
+        await submit(store, client, "low", 0, "sleep 3600")
+        await phase_reached(store, "low", "Running")
+        for i in range(n):
+            t0 = await submit(store, client, f"high-{i}", 10, "sleep 1")
+            samples.append(await phase_reached(store, f"high-{i}", "Running") - t0)
+            await phase_reached(store, f"high-{i}", "Succeeded")
+            await phase_reached(store, "low", "Running")  # back, to be evicted again
+    finally:
+        await stop_stack(procs, tmp)
+    return {"n": n, "median_s": round(statistics.median(samples), 2),
+            "worst_s": round(max(samples), 2), "samples_s": [round(x, 2) for x in samples]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--jobs", type=int, default=1000, help="jobs per tenant")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--preempt", type=int, default=5,
+                        help="high-priority jobs that must preempt, timed (0: skip)")
     args = parser.parse_args()
     fair, fifo = run(True, args.jobs, args.seed), run(False, args.jobs, args.seed)
     for name, figures in (("fair", fair), ("fifo", fifo)):
@@ -127,9 +194,18 @@ def main() -> None:
     ratio = fair["scheduler_cpu_us_per_admitted_job"] / max(
         fifo["scheduler_cpu_us_per_admitted_job"], 1e-9)
     print(f"scheduler CPU per admitted job, fair over fifo: {ratio:.2f}x")
-    path = write_result("tenancy", {"fair": fair, "fifo": fifo,
-                                    "fair_cpu_per_job_over_fifo": round(ratio, 2),
-                                    "tenants": len(WEIGHTS), "jobs_per_tenant": args.jobs})
+    out: dict[str, Any] = {"fair": fair, "fifo": fifo,
+                           "fair_cpu_per_job_over_fifo": round(ratio, 2),
+                           "tenants": len(WEIGHTS), "jobs_per_tenant": args.jobs}
+    if args.preempt > 0:
+        from bench.lifecycle import spawn
+
+        tmp = Path(tempfile.mkdtemp(prefix="skyshift-bench-"))
+        preempt = asyncio.run(preempt_latency(args.preempt, tmp, spawn(tmp)[1]))
+        print(f"high-priority submit -> Running when it must preempt, over {preempt['n']}: "
+              f"median {preempt['median_s']} s, worst {preempt['worst_s']} s")
+        out["preempt_to_running"] = preempt
+    path = write_result("tenancy", out)
     print(f"results: {path}")
 
 

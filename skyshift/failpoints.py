@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 ENV = "SKYSHIFT_FAILPOINTS"
 DEFAULT_PAUSE = 30.0
 PLACE_BATCH_SIGNALLED = "place_batch.signalled"  # every placement of a round told its job
+PREEMPT_SIGNALLED = "place_batch.preempted"  # a round told a preemptor's victims to go
 
 
 async def reached(name: str) -> None:

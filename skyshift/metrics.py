@@ -6,7 +6,7 @@ One definition per metric, shared by the process that updates it:
   hostile client cannot create a series per URL);
 * the control worker: jobs by phase (kept current from a watch of the jobs, so a scrape right
   after a job changes phase shows it: :mod:`skyshift.workers.job_phases`), the scheduler's queue
-  depth, and placement latency (a job's creation to its placement);
+  depth, placement latency (a job's creation to its placement) and preemptions;
 * the skylet manager: the time of each cluster's sync round.
 
 The Temporal SDK's own metrics (``temporal_*``) come from its Runtime telemetry and are served
@@ -44,6 +44,10 @@ QUEUE_DEPTH = Gauge(
 PLACEMENT_LATENCY = Histogram(
     "skyshift_placement_latency_seconds", "From a job's creation to its placement on clusters",
     buckets=LATENCY_BUCKETS,
+)
+PREEMPTIONS = Counter(
+    "skyshift_preemptions",
+    "Jobs evicted for a higher-priority one, by the evicted job's namespace", ["namespace"],
 )
 SYNC_ROUND = Histogram(
     "skyshift_sync_round_seconds", "Time of one sync round of a cluster (list, compare, report)",

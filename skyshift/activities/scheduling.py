@@ -25,6 +25,14 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift import failpoints
 from skyshift.activities.clusters import heartbeating
+from skyshift.activities.preemption import (
+    NOMINATION_TTL,
+    evict,
+    nominate,
+    still_nominated,
+    stored_nominations,
+    wants_to_preempt,
+)
 from skyshift.activities.quotas import quota_infos
 from skyshift.activities.store import uid_of, update_status
 from skyshift.activities.trust import check_job_request, check_names, untrusted
@@ -240,6 +248,7 @@ def placed_mutation(entry: QueueEntry, decision: Decision, workflow_id: str,
             status["phase"] = "Scheduled"
         status["message"] = decision.message
         status["schedulerReasons"] = {}
+        status.pop("preempting", None)
         status["workflowId"] = workflow_id
         if not status.get("observedGeneration"):
             # The placement acted on the spec as it was queued; a later spec change re-enqueues
@@ -258,6 +267,8 @@ def pending_mutation(entry: QueueEntry, decision: Decision, prior: Prior | None 
         status["schedulerReasons"] = dict(decision.reasons)
         status["message"] = decision.message
         status["workflowId"] = entry.req.workflow_id
+        if decision.victims:
+            status["preempting"] = list(decision.victims)
         return obj
 
     return mutate
@@ -334,9 +345,12 @@ class SchedulingActivities:
         infos = cluster_infos(clusters, held)
         fresh = [e for e in inp.jobs if e.req.request.key not in recorded]
         quotas = await quota_infos(self.store, batch_holdings(inp.jobs, recorded))
-        requests = [replace(e.req.request, admitted=bool(e.req.current)) for e in fresh]
+        now = time.time()
+        requests = [replace(e.req.request, admitted=bool(e.req.current),
+                            nominated=e.nominated_until > now) for e in fresh]
         decided = iter(schedule_batch(requests, infos, policies, quotas))
         decisions = [recorded.get(e.req.request.key) or next(decided) for e in inp.jobs]
+        await self._preempt(inp, decisions, clusters, held, set(recorded))
         await self._grow(inp, decisions, clusters, infos, policies)
         limit = asyncio.Semaphore(FOLLOW_UP_CONCURRENCY)
 
@@ -368,6 +382,46 @@ class SchedulingActivities:
 
         found = await asyncio.gather(*(one(e) for e in entries))
         return {d.key: d for d in found if d is not None}
+
+    async def _preempt(self, inp: PlaceBatchInput, decisions: list[Decision],
+                       clusters: list[Obj], held: list[Reservation], recorded: set[str],
+                       ) -> None:
+        """Victims for the jobs that did not fit and may preempt, against the capacity and
+        quotas this round leaves (see :mod:`skyshift.activities.preemption`)."""
+        now = time.time()
+        pairs = list(zip(inp.jobs, decisions, strict=True))
+        if activity.info().attempt > 1:
+            await stored_nominations(
+                self.store, [e for e, d in pairs if wants_to_preempt(e, d, now)], now)
+        for entry, decision in pairs:
+            still_nominated(entry, decision, now)
+        if not any(wants_to_preempt(e, d, now) for e, d in pairs):
+            return
+        placed = {d.key: d for d in decisions if d.placed}
+        taken = held + [
+            Reservation(e.req.request.uid, e.req.request.key, cluster,
+                        e.req.request.per_replica, n, now)
+            for e, d in pairs if d.placed and e.req.request.key not in recorded
+            for cluster, n in d.assignments.items()
+        ]
+        after = cluster_infos(clusters, taken)
+        quotas = await quota_infos(self.store, batch_holdings(inp.jobs, placed))
+        policies = policy_infos((await self.store.list("filterpolicies")).items)
+        jobs = (await self.store.list("jobs")).items
+        nominate(inp.jobs, decisions, jobs, after, policies, quotas)
+
+    async def _nominated(self, entry: QueueEntry, decision: Decision,
+                         out: PlaceOutcome) -> None:
+        """Evict this round's victims of ``entry`` (its nomination is recorded already), and
+        report the nomination standing, so the scheduler keeps it."""
+        req = entry.req.request
+        if decision.victims:
+            await evict(self.client, req.key, req.priority, decision.victims)
+            out.victims = list(decision.victims)
+            out.nominated_until = time.time() + NOMINATION_TTL
+            await failpoints.reached(failpoints.PREEMPT_SIGNALLED)
+        elif entry.nominated and entry.nominated_until > time.time():
+            out.victims, out.nominated_until = list(entry.nominated), entry.nominated_until
 
     async def _grow(self, inp: PlaceBatchInput, decisions: list[Decision], clusters: list[Obj],
                     infos: list[ClusterInfo], policies: list[FilterPolicyInfo]) -> None:
@@ -407,6 +461,8 @@ class SchedulingActivities:
                 ):
                     out.status = "gone"
                 if prior.decision is None:
+                    if out.status == "pending":
+                        await self._nominated(entry, decision, out)
                     return out
             elif not await update_status(
                 self.store, "jobs", name, ns,

@@ -76,6 +76,11 @@ def apply_job_patch(obj: Obj, patch: JobStatusPatch) -> Obj | None:
     if patch.workflow_id is not None:
         status["workflowId"] = patch.workflow_id
     stamp_times(status, patch.started, patch.finished)
+    if patch.preempted is not None:
+        kept = [c for c in status.get("conditions") or [] if c.get("type") != "Preempted"]
+        status["conditions"] = [*kept, {"type": "Preempted", "status": "True",
+                                        "reason": "Preempted", "message": patch.preempted,
+                                        "lastTransitionTime": now_iso()}]
     return obj if repr(status) != before else None
 
 

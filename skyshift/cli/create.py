@@ -113,7 +113,12 @@ def warn_missing_clusters(state: CliState, names: tuple[str, ...]) -> None:
                    "(long-running: restart on any exit) or Never.")
 @click.option("--max_restarts", type=click.IntRange(min=0), default=None,
               help="Restarts allowed before the job fails (default 3).")
-@click.option("--priority", type=int, default=None, help="Higher is scheduled first.")
+@click.option("--priority", type=int, default=None,
+              help="Higher is scheduled first, and may evict lower-priority jobs to fit.")
+@click.option("--preemption-policy", "preemption_policy", default=None,
+              type=click.Choice(["PreemptLowerPriority", "Never"], case_sensitive=False),
+              help="PreemptLowerPriority (default): evict lower-priority jobs when this one "
+                   "does not fit; Never: only wait.")
 @click.option("--ports", type=str, multiple=True, metavar="PORT",
               help="A container port (repeatable, or comma separated).")
 @click.option("--volumes", "-v", type=PAIR, multiple=True, metavar="HOST_PATH MOUNT_PATH",

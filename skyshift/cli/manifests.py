@@ -110,6 +110,7 @@ def job_manifest(
     ports: Iterable[str] = (),
     max_restarts: int | None = None,
     priority: int | None = None,
+    preemption_policy: str | None = None,
     clusters: Iterable[str] = (),
     placement: Pairs = (),
 ) -> dict[str, Any]:
@@ -130,6 +131,7 @@ def job_manifest(
         ],
         "maxRestarts": max_restarts,
         "priority": priority,
+        "preemptionPolicy": preemption_policy,
         "placement": placement_spec(clusters, placement),
     }
     meta = _meta(name, namespace, labels)

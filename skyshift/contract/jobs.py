@@ -44,6 +44,7 @@ class JobTemplate:
     filters: list[Filter] = field(default_factory=list)
     preferences: list[Preference] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)
+    preemption_policy: str = "PreemptLowerPriority"
 
 
 # Revisions of the job lifecycle that change what a workflow does (JobInput.revision):
@@ -142,13 +143,16 @@ class ReplicaReport:
 @dataclass
 class ClusterEvent:
     cluster: str
-    kind: str  # "lost" | "recovered" | "deleted" | DRIFT
+    kind: str  # "lost" | "recovered" | "deleted" | DRIFT | PREEMPTED
     message: str = ""
 
 
 # ClusterEvent kind: a skylet found replicas the job's workflow holds on its cluster while etcd's
 # stored placement does not name it; the workflow writes its placement back
 DRIFT = "drift"
+# ClusterEvent kind: a higher-priority job needs this job's capacity (``cluster`` is empty,
+# ``message`` says who and why): every replica is deleted and the job goes back to Pending
+PREEMPTED = "preempted"
 
 
 @dataclass
@@ -220,6 +224,10 @@ class QueueEntry:
     # a round's placement may have been recorded (etcd) or even delivered although the round
     # reported it undelivered: the next round looks for the recorded decision first
     undelivered: bool = False
+    # the jobs a round evicted for this one, and until when (epoch seconds) it waits for
+    # their capacity instead of evicting more (skyshift.activities.preemption)
+    nominated: list[str] = field(default_factory=list)
+    nominated_until: float = 0.0
 
 
 @dataclass
@@ -256,6 +264,8 @@ class PlaceOutcome:
     status: str  # "placed" | "pending" | "gone" | "undelivered"
     assignments: dict[str, int] = field(default_factory=dict)
     message: str = ""
+    victims: list[str] = field(default_factory=list)  # evicted for it this round
+    nominated_until: float = 0.0
 
 
 @dataclass
@@ -282,6 +292,7 @@ class JobStatusPatch:
     finished: bool = False  # set completionTime
     started: bool = False  # set startTime if unset
     workflow_id: str | None = None
+    preempted: str | None = None  # set the Preempted condition with this message
 
 
 @dataclass

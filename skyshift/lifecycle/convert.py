@@ -69,6 +69,7 @@ def template_from_job(job: Job) -> JobTemplate:
             for p in spec.placement.preferences
         ],
         labels=dict(job.metadata.labels),
+        preemption_policy=spec.preemptionPolicy,
     )
 
 

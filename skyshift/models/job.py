@@ -21,6 +21,7 @@ from skyshift.models.quantity import Resources, parse_accelerators, parse_cpus, 
 JobPhase = Literal["Pending", "Scheduled", "Running", "Succeeded", "Failed", "Deleting"]
 TERMINAL_PHASES = ("Succeeded", "Failed")
 RestartPolicy = Literal["Always", "OnFailure", "Never"]
+PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
 
 
 MAX_CPUS = 1_000_000  # per replica: far above any node, low enough to print in a reason
@@ -108,6 +109,8 @@ class JobSpec(StrictModel):
     maxRestarts: int = Field(default=3, ge=0, le=1_000_000)
     placement: Placement = Field(default_factory=Placement)
     priority: int = Field(default=0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    # whether a pending job may evict lower-priority ones to fit (docs/preemption.md)
+    preemptionPolicy: PreemptionPolicy = "PreemptLowerPriority"
     volumes: Any = Field(default=None, exclude=True)
 
     @field_validator("imagePullPolicy")
@@ -176,6 +179,7 @@ class JobStatus(StrictModel):
     replicaStatus: dict[str, ReplicaCounts] = Field(default_factory=dict)
     restarts: int = 0
     schedulerReasons: dict[str, str] = Field(default_factory=dict)
+    preempting: list[str] = Field(default_factory=list)  # jobs evicted for this one ("ns/name")
     observedGeneration: int = 0
     conditions: list[Condition] = Field(default_factory=list)
     startTime: str | None = None

@@ -5,8 +5,9 @@ deterministic: the same jobs, clusters and policies always give the same decisio
 
 Semantics:
 
-* Order. Jobs go by priority (higher first), then creation time (earlier first), then key (and
-  uid). Decisions come back in the order of the ``jobs`` argument, one per job.
+* Order. Jobs go by priority (higher first), then a job that preempted others first (see
+  :mod:`skyshift.scheduler.preempt`), then creation time (earlier first), then key (and uid).
+  Decisions come back in the order of the ``jobs`` argument, one per job.
 * No overcommit. Each placed job's replicas are subtracted, node by node, from a working copy of
   the free capacity before the next job is considered.
 * Gang placement. A job's replicas are placed all or nothing; a job that cannot get all of them
@@ -48,9 +49,10 @@ MAX_GROUPS = 6  # distinct reasons spelled out in a pending job's message
 MAX_NAMES = 5  # cluster names listed per reason in that message
 
 
-def job_order(job: JobRequest) -> tuple[int, float, str, str]:
-    """Sort key for the batch: priority (higher first), then FIFO, then key and uid."""
-    return (-job.priority, job.created, job.key, job.uid)
+def job_order(job: JobRequest) -> tuple[int, bool, float, str, str]:
+    """Sort key for the batch: priority (higher first), then a job that evicted others for the
+    capacity now freeing (its victims' room is its), then FIFO, then key and uid."""
+    return (-job.priority, not job.nominated, job.created, job.key, job.uid)
 
 
 def schedule_batch(

@@ -104,6 +104,9 @@ class JobRequest:
     filters: list[Filter] = field(default_factory=list)
     preferences: list[Preference] = field(default_factory=list)
     admitted: bool = False  # holds replicas already (a scale-up): no quota `jobs` charged
+    # "PreemptLowerPriority": may evict lower-priority jobs to fit; "Never": only waits
+    preemption: str = "PreemptLowerPriority"
+    nominated: bool = False  # evicted jobs for the capacity now freeing: first of its priority
 
 
 @dataclass
@@ -120,6 +123,7 @@ class Decision:
     assignments: dict[str, int] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
     message: str = ""
+    victims: list[str] = field(default_factory=list)  # jobs to evict for it ("ns/name")
 
     @property
     def placed(self) -> bool:

@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from skyshift.contract.jobs import (
         DRIFT,
         LATE_VISIBILITY,
+        PREEMPTED,
         RUNNING,
         ClusterEvent,
         DeleteReplicasInput,
@@ -90,6 +91,7 @@ with workflow.unsafe.imports_passed_through():
 STATUS_FIRST_PATCH = "write-status-before-enqueue"
 OWNER_PATCH = "tell-owner-when-ended"
 EARLY_PLACEMENT_PATCH = "placement-before-its-enqueue"
+SUBMIT_GRACE = timedelta(seconds=30)  # a preempted job waits this long for its submits to end
 
 
 @workflow.defn(name=WF_JOB)
@@ -119,6 +121,7 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
         self.status_dirty = False
         self.successor: JobInput | None = None
         self.sa: dict[str, str] = {}
+        self.preempted: str | None = None  # why, when a higher-priority job evicts this one
 
     # ---- signals and queries ----------------------------------------------------------------
 
@@ -151,6 +154,9 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
             if self.spec_dirty:
                 await self._reload()
             self._absorb()
+            if self.preempted is not None:
+                await self._evict()
+                continue
             if self.fatal is not None:
                 await self._finish("Failed", self.fatal)
                 continue
@@ -167,8 +173,8 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
     def _has_input(self) -> bool:
         return bool(
             self.placements or self.reports or self.events or self.results or self.spec_dirty
-            or self.s.deleting or self.fatal is not None or (js.to_submit(self.s)
-            and any(c not in self.submits for c in js.to_submit(self.s)))
+            or self.preempted is not None or self.s.deleting or self.fatal is not None
+            or (js.to_submit(self.s) and any(c not in self.submits for c in js.to_submit(self.s)))
         )
 
     def _timeout(self) -> timedelta | None:
@@ -222,6 +228,9 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
             # etcd's placement lost this cluster (overwritten) while replicas run there: this
             # state is where the replicas are, so write it back
             self.status_dirty = True
+        elif e.kind == PREEMPTED:
+            if js.live_by_cluster(self.s, self.inp) and self.s.phase not in TERMINAL:
+                self.preempted = e.message  # a job holding nothing ignores it (a repeat)
         elif e.kind == "recovered":
             names = js.leftovers_to_delete(self.s, self.inp, e.cluster)
             if names:
@@ -291,6 +300,7 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
             namespace=self.inp.namespace, labels=dict(t.labels), priority=t.priority,
             created=self.inp.created or now, replicas=len(js.unplaced(self.s)),
             per_replica=t.resources, filters=list(t.filters), preferences=list(t.preferences),
+            preemption=t.preemption_policy,
         )
         current = js.placement_of(self.s)
         wf_id = job_workflow_id(self.inp.namespace, self.inp.name)
@@ -358,6 +368,31 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
             placement=js.placement_of(self.s),
         ))
 
+    # ---- preemption --------------------------------------------------------------------------
+
+    async def _evict(self) -> None:
+        """Preempted: delete every replica (after in-flight submits end, so none appears
+        behind the delete), record why, and go back to the queue. Each step is a command in
+        this history, so a worker that dies mid-way resumes where it was."""
+        why, self.preempted = self.preempted or "", None
+        try:
+            await workflow.wait_condition(lambda: not self.submits, timeout=SUBMIT_GRACE)
+        except TimeoutError:
+            for _, task in list(self.submits.values()):
+                task.cancel()
+            await workflow.wait_condition(lambda: not self.submits)
+        live = js.live_by_cluster(self.s, self.inp)
+        done = await asyncio.gather(*(self._delete(c, names) for c, names in live.items()))
+        for (cluster, names), ok in zip(live.items(), done, strict=True):
+            if not ok:  # the cluster is away: deleted when it returns
+                self.s.leftovers.setdefault(cluster, []).extend(names)
+        js.evicted(self.s, why)
+        await self._write(JobStatusPatch(
+            self.inp.namespace, self.inp.name, self.inp.uid, phase=self.s.phase,
+            message=why, placement={}, replica_status={}, preempted=why,
+        ))
+        self._search_attributes()
+
     # ---- endings ----------------------------------------------------------------------------
 
     async def _finish(self, phase: str, message: str) -> None:
@@ -409,6 +444,7 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
         return not (
             self.submits or self.background or self.placements or self.reports or self.events
             or self.results or self.spec_dirty or self.s.deleting or self.successor or self.fatal
+            or self.preempted is not None
         )
 
     def _carry(self) -> JobInput:

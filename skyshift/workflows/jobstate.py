@@ -174,6 +174,21 @@ def cluster_gone(s: JobState, inp: JobInput, cluster: str, kind: str) -> int:
     return moved
 
 
+def evicted(s: JobState, why: str) -> int:
+    """Preempted: every unfinished replica goes back to the queue (its attempt bumped, so a
+    late report of the deleted one is stale); returns how many."""
+    moved = 0
+    for r in s.replicas:
+        if r.cluster and r.state not in FINISHED:
+            r.cluster, r.state, r.message, r.exit_code, r.restart_at = "", UNPLACED, "", None, 0.0
+            r.attempt, r.submitted = r.attempt + 1, False
+            moved += 1
+    if moved:
+        s.awaiting = 0
+        s.phase, s.message = PENDING, why
+    return moved
+
+
 def leftovers_to_delete(s: JobState, inp: JobInput, cluster: str) -> list[str]:
     """Names on a recovered cluster that moved away (a rank placed back there is kept)."""
     names = s.leftovers.pop(cluster, [])

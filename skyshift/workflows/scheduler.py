@@ -67,6 +67,8 @@ RECHECK_PATCH = "retry-pending-after-confirmed-reservation"
 EARLY_PATCH = "confirm-reservations-reported-before-placed"
 MIDBATCH_PATCH = "retry-pending-after-reservation-confirmed-mid-batch"
 LOCAL_PLACE_PATCH = "place-batch-as-local-activity"
+REQUEUE_PATCH = "release-reservations-of-a-job-queued-again"
+PLACED_BEHIND_PATCH = "retry-pending-after-reservation-of-same-round-confirmed"
 
 
 def order(e: QueueEntry) -> tuple[int, float, str]:
@@ -93,6 +95,12 @@ class SchedulerWorkflow:
         if old and old.req.request.uid == req.request.uid and old.req.seq >= req.seq:
             return  # a duplicate (retried enqueue)
         self.queue[key] = QueueEntry(req, last_message=old.last_message if old else "")
+        if not req.current and any(r.uid == req.request.uid for r in self.reservations) and (
+            workflow.patched(REQUEUE_PATCH)
+        ):
+            # queued again holding nothing (preempted, or its cluster lost): what was reserved
+            # for it is gone, and a job waiting for that capacity must not wait for the TTL
+            self._release(lambda r: r.uid == req.request.uid)
 
     @workflow.signal(name=SIG_DEQUEUE)
     def dequeue(self, req: DequeueRequest) -> None:
@@ -169,6 +177,18 @@ class SchedulerWorkflow:
             key=order,
         )
 
+    def _with_nominated(self, batch: list[QueueEntry]) -> list[QueueEntry]:
+        """A round that places anything also tries the jobs waiting for the capacity their
+        victims free: the victims queue again as soon as their replicas are deleted, and must
+        not take that capacity back in a round without the preemptor."""
+        if not batch:
+            return batch
+        now = workflow.now().timestamp()
+        keys = {e.req.request.key for e in batch}
+        more = [e for e in self.queue.values()
+                if e.nominated_until > now and e.req.request.key not in keys]
+        return sorted(batch + more, key=order) if more else batch
+
     def _expire(self) -> None:
         now = workflow.now().timestamp()
         self._release(lambda r: now - r.placed_at >= self.cfg.reservation_ttl)
@@ -190,7 +210,7 @@ class SchedulerWorkflow:
         while True:
             await wait(lambda: bool(self._due()), self._next_wakeup())
             self._expire()
-            batch = self._due()[: self.cfg.max_batch]
+            batch = self._with_nominated(self._due()[: self.cfg.max_batch])
             if batch:
                 await self._place(batch)
             if history_full(self.cfg.history_limit):
@@ -221,9 +241,13 @@ class SchedulerWorkflow:
         self.placing = {e.req.request.uid for e in batch}
         result = await self._place_batch(PlaceBatchInput(batch, list(self.reservations)))
         now = workflow.now().timestamp()
-        if any(out.status == "pending" for out in result.outcomes):
+        pending = any(out.status == "pending" for out in result.outcomes)
+        if pending:
             for r in held:
                 r.pending_behind = True
+        # a job left pending may have been judged against this round's placements too: one that
+        # ends before its cluster ever shows it busy frees nothing the skylet sees as freed
+        behind = pending and workflow.patched(PLACED_BEHIND_PATCH)
         sent = {e.req.request.key: e for e in batch}
         for out in result.outcomes:
             entry = self.queue.get(out.key)
@@ -233,7 +257,7 @@ class SchedulerWorkflow:
             if out.status == "placed":
                 per = sent[out.key].req.request.per_replica
                 self.reservations += [
-                    Reservation(out.uid, out.key, cluster, per, n, now)
+                    Reservation(out.uid, out.key, cluster, per, n, now, pending_behind=behind)
                     for cluster, n in out.assignments.items()
                 ]
                 if current:
@@ -246,6 +270,8 @@ class SchedulerWorkflow:
                 entry.tried_epoch = epoch if out.status == "pending" else -1
                 entry.not_before = now + RETRY_DELAY if out.status == "undelivered" else 0.0
                 entry.undelivered = entry.undelivered or out.status == "undelivered"
+                if out.victims:
+                    entry.nominated, entry.nominated_until = out.victims, out.nominated_until
         self.placing = set()
         early, self.early = self.early, []
         if early and workflow.patched(EARLY_PATCH):
