@@ -109,6 +109,9 @@ def nominate(
         taken = {v.key for v in victims}
         left = [r for r in left if r.key not in taken]
         decision.victims = sorted(taken)
+        decision.reclaimed = sorted(
+            v.key for v in victims if v.priority >= entry.req.request.priority
+        )
         decision.message = f"preempting {', '.join(decision.victims)}; {decision.message}"
 
 
@@ -137,10 +140,19 @@ async def stored_nominations(store: ObjectStore, entries: Sequence[QueueEntry],
             entry.nominated_until = now + NOMINATION_TTL
 
 
-async def evict(client: Client, preemptor: str, priority: int, victims: Sequence[str]) -> None:
-    """Signal each victim's JobWorkflow that it is preempted by ``preemptor``."""
-    why = f"Preempted by {preemptor}: it has priority {priority} and needs the capacity"
+async def evict(
+    client: Client, preemptor: str, priority: int, victims: Sequence[str],
+    reclaimed: Sequence[str] = (),
+) -> None:
+    """Signal each victim's JobWorkflow that it is preempted by ``preemptor`` (``reclaimed``:
+    those evicted because their namespace borrowed the quota the preemptor's namespace lent)."""
     for key in victims:
+        why = (
+            f"Preempted by {preemptor}: its namespace takes back the cohort quota this job's "
+            "namespace borrowed"
+            if key in reclaimed
+            else f"Preempted by {preemptor}: it has priority {priority} and needs the capacity"
+        )
         ns, name = key.split("/", 1)
         try:
             await client.get_workflow_handle(job_workflow_id(ns, name)).signal(

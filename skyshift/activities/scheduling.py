@@ -416,7 +416,7 @@ class SchedulingActivities:
         report the nomination standing, so the scheduler keeps it."""
         req = entry.req.request
         if decision.victims:
-            await evict(self.client, req.key, req.priority, decision.victims)
+            await evict(self.client, req.key, req.priority, decision.victims, decision.reclaimed)
             out.victims = list(decision.victims)
             out.nominated_until = time.time() + NOMINATION_TTL
             await failpoints.reached(failpoints.PREEMPT_SIGNALLED)

@@ -49,10 +49,11 @@ MAX_GROUPS = 6  # distinct reasons spelled out in a pending job's message
 MAX_NAMES = 5  # cluster names listed per reason in that message
 
 
-def job_order(job: JobRequest) -> tuple[int, bool, float, str, str]:
-    """Sort key for the batch: priority (higher first), then a job that evicted others for the
-    capacity now freeing (its victims' room is its), then FIFO, then key and uid."""
-    return (-job.priority, not job.nominated, job.created, job.key, job.uid)
+def job_order(job: JobRequest) -> tuple[bool, int, float, str, str]:
+    """Sort key for the batch: a job that evicted others for the capacity now freeing first (its
+    victims' room is its: a victim queued again, even of higher priority after a cohort reclaim,
+    must not take it back), then priority (higher first), then FIFO, then key and uid."""
+    return (not job.nominated, -job.priority, job.created, job.key, job.uid)
 
 
 def schedule_batch(

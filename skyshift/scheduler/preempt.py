@@ -5,6 +5,10 @@ its namespace's quota or cohort is spent) whose ``preemption`` is ``PreemptLower
 evict jobs of strictly lower priority, wherever they run:
 
 * Candidates are whole jobs (a gang is evicted whole, never some of its replicas).
+* Reclaim: a job that stays within its own namespace's cohort quota takes back what that quota
+  guarantees from the namespaces borrowing in the cohort, whatever their jobs' priority (Kueue's
+  ``reclaimWithinCohort: Any``): lent quota is lent, not given. A job that would borrow never
+  evicts a cohort member's job running within that member's own quota.
 * Order of choice: jobs of namespaces running on capacity borrowed from their cohort first
   (the lender reclaims it), then the lowest priority, then the most recently started.
 * Minimal: candidates are taken in that order until the job fits (capacity after the victims'
@@ -53,13 +57,43 @@ def borrowing(quotas: Sequence[QuotaInfo]) -> set[str]:
     }
 
 
+def cohort_view(job: JobRequest, quotas: Sequence[QuotaInfo]) -> tuple[set[str], set[str]]:
+    """Which namespaces of ``job``'s cohorts it reclaims from, and which it must leave alone.
+
+    Admitted within every cohort quota of its own namespace, ``job`` takes lent quota back from
+    the namespaces borrowing in those cohorts, whatever their jobs' priority. Needing to borrow
+    itself, it may not evict a job of a cohort namespace that is within its own quota: that
+    namespace would take the quota straight back (the two would evict each other forever)."""
+    own = [q for q in quotas if q.namespace == job.namespace and q.cohort]
+    if not own:
+        return set(), set()
+    need = demand(job.per_replica, job.replicas, not job.admitted)
+    within = all(
+        q.used.get(k, 0.0) + need.get(k, 0.0) <= v + EPS for q in own for k, v in q.hard.items()
+    )
+    cohorts = {q.cohort for q in own}
+    peers = [q for q in quotas if q.cohort in cohorts and q.namespace != job.namespace]
+    borrowers = borrowing(peers)
+    if within:
+        return borrowers, set()
+    return set(), {q.namespace for q in peers} - borrowers
+
+
 def candidates(
     job: JobRequest, running: Sequence[Running], quotas: Sequence[QuotaInfo]
 ) -> list[Running]:
-    """Lower-priority jobs in the order they are taken: borrowers, lowest, newest."""
+    """Jobs that may be evicted, in the order they are taken: borrowers, lowest, newest. Those of
+    lower priority (but not a cohort lender's within its quota when ``job`` would borrow), and
+    those of the namespaces ``job`` reclaims lent quota from."""
     lenders = borrowing(quotas)
-    lower = [r for r in running if r.priority < job.priority and r.key != job.key]
-    return sorted(lower, key=lambda r: (r.namespace not in lenders, r.priority, -r.started, r.key))
+    reclaim, protected = cohort_view(job, quotas)
+    pool = [
+        r
+        for r in running
+        if r.key != job.key
+        and (r.namespace in reclaim or (r.priority < job.priority and r.namespace not in protected))
+    ]
+    return sorted(pool, key=lambda r: (r.namespace not in lenders, r.priority, -r.started, r.key))
 
 
 def freed_clusters(
@@ -120,7 +154,7 @@ def choose_victims(
     policies: Sequence[FilterPolicyInfo] = (),
     quotas: Sequence[QuotaInfo] = (),
 ) -> list[Running]:
-    """The fewest lower-priority jobs whose eviction lets ``job`` fit ([] when none would)."""
+    """The fewest candidates whose eviction lets ``job`` fit ([] when none would)."""
     if job.preemption == NEVER or job.replicas <= 0:
         return []
     chosen: list[Running] = []

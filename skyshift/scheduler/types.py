@@ -106,7 +106,7 @@ class JobRequest:
     admitted: bool = False  # holds replicas already (a scale-up): no quota `jobs` charged
     # "PreemptLowerPriority": may evict lower-priority jobs to fit; "Never": only waits
     preemption: str = "PreemptLowerPriority"
-    nominated: bool = False  # evicted jobs for the capacity now freeing: first of its priority
+    nominated: bool = False  # evicted jobs for the capacity now freeing: placed first
 
 
 @dataclass
@@ -124,6 +124,7 @@ class Decision:
     reasons: dict[str, str] = field(default_factory=dict)
     message: str = ""
     victims: list[str] = field(default_factory=list)  # jobs to evict for it ("ns/name")
+    reclaimed: list[str] = field(default_factory=list)  # victims evicted as borrowers only
 
     @property
     def placed(self) -> bool:

@@ -197,3 +197,49 @@ async def test_a_job_left_pending_behind_a_short_one_runs_when_it_ends(
     await s.submit("waiter", "true", cpus=2, restartPolicy="Never")
     await s.job_phase("quick", "Succeeded", timeout=60)
     await s.job_phase("waiter", "Succeeded", timeout=60)
+
+
+async def test_a_lender_takes_back_lent_quota_from_a_higher_priority_borrower(
+    lifecycle_stack: LifecycleStack,
+) -> None:
+    """Namespaces rl and rb share cohort "reclaim", 2 cpus each; rb's two priority-9 jobs run on
+    4 (2 borrowed). rl's priority-0 job, within rl's own 2, evicts one of them whatever its
+    priority, runs, and the evicted job runs again once it ended; never over the cluster's 4."""
+    s = lifecycle_stack
+    s.start_in_process()
+    await s.add_cluster("pe-lend", cpus=4)
+    await s.cluster_phase("pe-lend", "Ready")
+    for ns in ("rl", "rb"):
+        await s.store.create("quotas", {
+            "apiVersion": "skyshift.io/v1", "kind": "Quota",
+            "metadata": {"name": "share", "namespace": ns, "uid": f"uid-share-{ns}",
+                         "generation": 1},
+            "spec": {"hard": {"cpus": 2}, "cohort": "reclaim"}, "status": {},
+        })
+    watch = ReplicaWatch(s, "pe-lend")
+    try:
+        for name in ("b1", "b2"):
+            await s.submit(name, "sleep 600", ns="rb", cpus=2, priority=9, restartPolicy="Never")
+            await s.job_phase(name, "Running", ns="rb")
+        await s.submit("mine", "sleep 4", ns="rl", cpus=2, restartPolicy="Never")
+        await s.job_phase("mine", "Running", ns="rl", timeout=90)
+
+        async def one_evicted() -> list[dict[str, Any]] | None:
+            jobs = [await s.get("jobs", name, "rb") for name in ("b1", "b2")]
+            found = [j for j in jobs if j]
+            return found if any(preempted_condition(j) for j in found) else None
+
+        both = await s.wait("one of rb's jobs evicted", one_evicted, timeout=60)
+        gone = [j for j in both if preempted_condition(j)]
+        kept = [j for j in both if not preempted_condition(j)]
+        assert len(gone) == 1 and len(kept) == 1  # the fewest: 2 cpus are enough
+        assert preempted_condition(gone[0]) == (
+            "Preempted by rl/mine: its namespace takes back the cohort quota this job's "
+            "namespace borrowed")
+        assert kept[0]["status"]["phase"] == "Running"
+        victim = gone[0]["metadata"]["name"]
+        await s.job_phase("mine", "Succeeded", ns="rl", timeout=60)
+        await s.job_phase(victim, "Running", ns="rb", timeout=90)
+        assert watch.most <= 2 and not watch.doubled  # 2-cpu replicas on 4 cpus
+    finally:
+        watch.stop()

@@ -173,3 +173,34 @@ def test_a_preemptor_goes_before_older_jobs_of_its_priority() -> None:
     preemptor = dataclasses.replace(job("hi", cpus=2, priority=10, created=2), nominated=True)
     first, second = schedule_batch([older, preemptor], [cluster("c1", 2)], [])
     assert (first.placed, second.placed) == (False, True)
+
+
+def test_a_lender_within_its_quota_reclaims_from_a_borrower_of_any_priority() -> None:
+    lender = QuotaInfo("q", "lend", {"cpus": 2}, {"cpus": 0}, cohort="pool")
+    borrower = QuotaInfo("q", "borrow", {"cpus": 2}, {"cpus": 4}, cohort="pool")
+    holders = [
+        running("b1", 9, cpus=2, started=1, namespace="borrow"),
+        running("b2", 9, cpus=2, started=2, namespace="borrow"),
+    ]
+    mine = job("mine", cpus=2, priority=0, namespace="lend")
+    victims = choose_victims(mine, holders, [cluster("c1", 0)], [], [lender, borrower])
+    assert names(victims) == ["b2"]  # priority 9 > 0, but it runs on quota "lend" lent
+    # over its own quota the lender borrows itself, and reclaims nothing
+    greedy = job("greedy", cpus=3, priority=0, namespace="lend")
+    assert choose_victims(greedy, holders, [cluster("c1", 0)], [], [lender, borrower]) == []
+
+
+def test_a_job_that_would_borrow_spares_a_lender_within_its_quota() -> None:
+    # "lend" runs within its 2 cpus; "borrow" (at its own 2) wants 2 more: evicting "lend"'s job
+    # by priority would let it borrow what "lend" takes straight back
+    lender = QuotaInfo("q", "lend", {"cpus": 2}, {"cpus": 2}, cohort="pool")
+    borrower = QuotaInfo("q", "borrow", {"cpus": 2}, {"cpus": 2}, cohort="pool")
+    holders = [
+        running("l1", 0, cpus=2, started=5, namespace="lend"),  # newest: first by priority alone
+        running("b1", 0, cpus=2, started=1, namespace="borrow"),
+    ]
+    hi = job("hi", cpus=2, priority=9, namespace="borrow")
+    victims = choose_victims(hi, holders, [cluster("c1", 0)], [], [lender, borrower])
+    assert names(victims) == ["b1"]  # its own namespace's job, not the lender's
+    outside = job("hi", cpus=2, priority=9, namespace="web")  # no cohort: priority alone
+    assert names(choose_victims(outside, holders[:1], [cluster("c1", 0)])) == ["l1"]
