@@ -26,12 +26,12 @@ from typing import Any
 
 import pytest
 import yaml
-from skyshift.devstack.sim_k8s import SimK8sCluster
-from skyshift.devstack.sim_slurm import SimSlurmCluster
 
 from skyshift.compat.errors import NotFound
 from skyshift.compat.kubernetes.adapter import KubernetesManager
 from skyshift.compat.kubernetes.objects import JOB_UID, MANAGED_SELECTOR, NAMESPACE
+from skyshift.devstack.sim.k8s import SimK8sCluster
+from skyshift.devstack.sim.slurm import SimSlurmCluster
 from tests.fixtures.auth import admin_token
 from tests.fixtures.temporal import LifecycleStack
 from tests.integration.test_cli import Run, Skyctl, free_port, wait_healthy
