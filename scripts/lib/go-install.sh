@@ -32,20 +32,24 @@ go_install_cached() {
   fi
   [ -x "$GO" ] || { echo "build-$name: no Go toolchain (set GO=/path/to/go)" >&2; return 2; }
   mkdir -p "$bin_dir"
-  # One build at a time (the test fixture and a developer may both call this).
-  exec 9>"$cache_root/.build.lock"
-  if ! flock -n 9; then
-    log "another build holds $cache_root/.build.lock; waiting"
-    flock 9
-    if [ "$force" = 0 ] && built_ok; then log "built by the other run"; echo "$bin_dir"; return 0; fi
-  fi
-  log "go install $package@$version (toolchain ${GOTOOLCHAIN:-local}; $("$GO" version))"
-  local tmp="$bin_dir/.install"
-  rm -rf "$tmp" && mkdir -p "$tmp"
-  (cd / && GOBIN="$tmp" nice -n 19 "$GO" install "$package@$version" >&2)
-  mv -f "$tmp/$(basename "$package")" "$bin_dir/$name"
-  rm -rf "$tmp"
-  built_ok || { log "installed, but its build info does not say $module $version"; return 1; }
-  log "done in $((SECONDS - start))s: $bin_dir/$name"
+  # One build at a time (the test fixture and a developer may both call this). The lock is held
+  # in a subshell, so it is released when this build ends: a caller that builds two binaries
+  # into one cache (build-temporal.sh) must not wait for its own first build's lock.
+  (
+    exec 9>"$cache_root/.build.lock"
+    if ! flock -n 9; then
+      log "another build holds $cache_root/.build.lock; waiting"
+      flock 9
+      if [ "$force" = 0 ] && built_ok; then log "built by the other run"; exit 0; fi
+    fi
+    log "go install $package@$version (toolchain ${GOTOOLCHAIN:-local}; $("$GO" version))"
+    tmp="$bin_dir/.install"
+    rm -rf "$tmp" && mkdir -p "$tmp"
+    (cd / && GOBIN="$tmp" nice -n 19 "$GO" install "$package@$version" >&2)
+    mv -f "$tmp/$(basename "$package")" "$bin_dir/$name"
+    rm -rf "$tmp"
+    built_ok || { log "installed, but its build info does not say $module $version"; exit 1; }
+    log "done in $((SECONDS - start))s: $bin_dir/$name"
+  ) || return $?
   echo "$bin_dir"
 }
