@@ -271,3 +271,40 @@ async def test_narrow_window_keeps_the_header_whole(
         assert part["left"] >= 0 and part["right"] <= boxes["width"], part
     assert boxes["page"] <= boxes["width"]  # no sideways scrolling of the page itself
     await in_thread(page.shoot, "narrow")
+
+
+async def test_job_page_shows_that_the_job_was_preempted(
+    console: Console, browser: Any, tmp_path: Path
+) -> None:
+    """An evicted job (as JobWorkflow writes it: Pending, condition Preempted) says by whom and
+    why among its events, as `skyctl describe job` does."""
+    c = console
+    await created(
+        c.admin,
+        "/default/jobs",
+        {"kind": "Job", "metadata": {"name": "low"}, "spec": {"run": "sleep 60", "priority": 0}},
+    )
+    why = "Preempted by default/urgent: it has priority 10 and needs the capacity"
+    await set_status(
+        c.store,
+        "jobs",
+        "low",
+        "default",
+        phase="Pending",
+        message="0/1 clusters fit: c1: insufficient resources",
+        conditions=[
+            {
+                "type": "Preempted",
+                "status": "True",
+                "reason": "Preempted",
+                "message": why,
+                "lastTransitionTime": datetime.now(UTC).isoformat(),
+            }
+        ],
+    )
+    page = await logged_in(c, browser, tmp_path)
+    await in_thread(page.wait_text, job_row("low"), "Pending")
+    await in_thread(page.css(f"{job_row('low')} a.job-link").click)
+    await in_thread(page.wait, lambda _: page.visible("#job-view"), "the job page")
+    row = await in_thread(page.wait_text, '#job-events tr[data-type="Preempted"]', why)
+    assert row.startswith(f"Preempted True Preempted {why}")

@@ -74,6 +74,7 @@ class QuotaBed:
         *,
         cpus: int = 1,
         replicas: int = 1,
+        priority: int = 0,
     ) -> Obj:
         """``skyctl create job`` (restart policy Never); returns the stored job."""
         await self.skyctl(
@@ -88,6 +89,8 @@ class QuotaBed:
             str(cpus),
             "--replicas",
             str(replicas),
+            "--priority",
+            str(priority),
             "--restart_policy",
             "Never",
         )
@@ -330,6 +333,51 @@ async def test_k8s_quota_holds_the_second_job_until_the_first_is_deleted(
         assert sampler.most[ns] == 2  # the bound was reached, not merely never approached
     finally:
         await asyncio.to_thread(manager.api.close)
+
+
+async def test_k8s_a_higher_priority_job_over_quota_evicts_its_namespace_low_job(
+    bed: QuotaBed,
+    k8s_clusters: list[SimK8sCluster],
+    k8s_config: Callable[..., Obj],
+) -> None:
+    """cpus=2: a priority-0 gang of 2 pods holds the quota; a priority-10 job of 1 CPU evicts
+    the gang whole (its pods deleted from the apiserver), runs, and the gang runs again once it
+    is deleted; the namespace never has more than 2 live pods."""
+    b, sim = bed, k8s_clusters[1]
+    cluster = await attach_k8s(b, sim)
+    ns = await b.namespace("qp")
+    await b.skyctl("create", "quota", "team", "-n", ns, "--hard", "cpus=2")
+    manager = kube(sim, k8s_config)
+    async with Sampler(pods_by_namespace(manager, ns)).running() as sampler:
+        gang = await b.job("gang", ns, "sleep 3600", replicas=2)
+        await b.stack.job_phase("gang", "Running", ns=ns, timeout=120)
+        urgent = await b.job("urgent", ns, "sleep 3600", priority=10)
+        await b.stack.job_phase("urgent", "Running", ns=ns, timeout=120)
+
+        async def gang_evicted() -> Obj | None:
+            obj = await b.stack.get("jobs", "gang", ns)
+            conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+            return obj if any(c.get("type") == "Preempted" for c in conditions) else None
+
+        evicted = await b.stack.wait("the gang preempted", gang_evicted, timeout=90)
+        assert evicted["status"]["phase"] == "Pending"
+        shown = (await b.skyctl("describe", "job", "gang", "-n", ns)).out
+        row = next(line for line in shown.splitlines() if line.strip().startswith("Preempted"))
+        assert f"Preempted by {ns}/urgent: it has priority 10 and needs the capacity" in row
+        gang_uid = f"{JOB_UID}={gang['metadata']['uid']}"
+        assert await pods(manager, gang_uid) == []
+        assert len(await pods(manager, f"{JOB_UID}={urgent['metadata']['uid']}")) == 1
+
+        await b.skyctl("delete", "job", "urgent", "-n", ns)
+        back = await b.stack.job_phase("gang", "Running", ns=ns, timeout=120)
+        assert back["status"]["placement"] == {cluster: 2}
+
+        async def gang_pods() -> list[Obj] | None:
+            live = await pods(manager, gang_uid)
+            return live if len(live) == 2 else None
+
+        await b.stack.wait("the gang's 2 pods again", gang_pods, timeout=60)
+    assert sampler.most[ns] == 2, f"{sampler.most[ns]} pods of {ns} live at once"
 
 
 # ---- Slurm (real slurmctld/slurmd) ------------------------------------------------------------
