@@ -2,7 +2,9 @@
 
 ``-f`` follows: it prints what is new each time the output grows, and stops once the job has
 ended (phase Succeeded or Failed), after printing the last of it; until a replica has started
-(the API answers 404) there is nothing to print yet. The API has no streaming logs,
+(the API answers 404) there is nothing to print yet. A cluster that does not answer within the
+API's bound (504) is busy, not gone: ``-f`` says so on stderr and reads again (after the job
+ended, ``ENDED_RETRIES`` more times). The API has no streaming logs,
 so between reads it waits on the job's watch (at most ``FOLLOW_INTERVAL`` seconds), which also
 ends the wait at once when the job finishes.
 """
@@ -20,6 +22,7 @@ from skyshift.client.errors import ApiError
 from skyshift.contract.lifecycles import JOB
 
 FOLLOW_INTERVAL = 2.0
+ENDED_RETRIES = 3  # reads of an ended job's logs a busy cluster (504) may fail before -f stops
 
 
 def _emit(text: str) -> None:
@@ -36,14 +39,18 @@ def new_part(shown: str, text: str) -> str:
 def follow(client: SkyShiftClient, name: str, ns: str, tail: int | None,
            interval: float = FOLLOW_INTERVAL) -> None:
     """Print the job's output as it grows until the job has ended."""
-    shown, first = "", True
+    shown, first, busy_after_end = "", True, 0
     while True:
         job = client.get("jobs", name, ns)
         ended = str((job.get("status") or {}).get("phase") or "") in JOB.ended
         try:
             text = client.logs(name, ns)
-        except ApiError as err:  # no replica placed or started yet: nothing to show yet
-            if err.status != 404 or ended:
+        except ApiError as err:
+            if err.status == 504 and busy_after_end < ENDED_RETRIES:  # a busy cluster: again
+                click.echo(f"skyctl: {err} (reading again)", err=True)
+                busy_after_end += ended
+                continue
+            if err.status != 404 or ended:  # 404: no replica placed or started yet
                 raise
             text = shown
         if first and tail is not None:  # --tail N -f: the last N lines, then everything new

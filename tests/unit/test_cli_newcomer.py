@@ -224,6 +224,27 @@ def test_logs_follow_with_tail_starts_from_the_last_lines() -> None:
     assert out.stdout == "b\nc\n"
 
 
+class BusyLogsApi(LogsApi):
+    """LogsApi whose cluster does not answer in time (504) at the second read."""
+
+    def __call__(self, req: httpx.Request) -> httpx.Response:
+        if req.url.path.endswith("/logs") and self.reads == 1 and not getattr(self, "busy", 0):
+            self.busy = 1
+            return httpx.Response(504, json={"error": {
+                "code": 504, "reason": "Timeout",
+                "message": "logs of job default/train: cluster(s) c1 did not answer within 25s"}})
+        return super().__call__(req)
+
+
+def test_logs_follow_reads_again_when_a_cluster_is_busy() -> None:
+    api = BusyLogsApi(["epoch 1\n", "epoch 2\n", "done\n"])
+    api.events = []
+    out = run(api, "logs", "train", "-f")
+    assert out.exit_code == 0, out.output
+    assert out.stdout == "epoch 1\nepoch 2\ndone\n"  # nothing lost, nothing twice
+    assert "did not answer within 25s (Timeout) (reading again)" in out.stderr
+
+
 class EditApi(MiniApi):
     """MiniApi with PUT: a stale resourceVersion is 409, a negative priority 422."""
 
