@@ -33,6 +33,7 @@ from skyshift.lifecycle.client import TLS_ENV, connect
 from tests.fixtures.gobuild import built_binary
 from tests.fixtures.ports import free_ports
 from tests.fixtures.postgres import Postgres, running_postgres
+from tests.fixtures.procs import stop
 from tests.fixtures.temporal import LifecycleStack, register_search_attributes
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]
@@ -295,12 +296,7 @@ def _serve(
     try:
         yield TemporalServer(f"127.0.0.1:{ports[0]}", pki, proc, log)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop(proc)
 
 
 def client_env(server: TemporalServer) -> dict[str, str]:
