@@ -184,6 +184,13 @@ def _isolate(console: Console, home: Path, result: stack.UpResult) -> str | None
     default=None,
     help="Seconds to wait for each component to become healthy (default: per component).",
 )
+@click.option(
+    "--ha",
+    is_flag=True,
+    help="The production topology on this machine: 3 etcd members, the Temporal server with "
+    "an mTLS frontend, 2 API replicas behind HAProxy, 2 control workers, 2 skylet managers "
+    "(docs/production.md).",
+)
 @handle_errors
 def up(
     etcd_port: int | None,
@@ -194,6 +201,7 @@ def up(
     metrics_port: int | None,
     no_metrics: bool,
     timeout: float | None,
+    ha: bool,
 ) -> None:
     """Start the local stack in the background, or reuse what already runs.
 
@@ -213,10 +221,11 @@ def up(
     }
     if no_metrics and metrics_port is not None:
         raise click.UsageError("--no-metrics and --metrics-port contradict each other")
-    result = stack.up(home, flags, ConsoleReporter(console), timeout=timeout)
+    result = stack.up(home, flags, ConsoleReporter(console), timeout=timeout, ha=ha)
     api_url = result.urls["api"]
     user = token = None
-    if "api" in result.started or "api" in result.reused:
+    front = "haproxy" if ha else "api"  # what the CLI talks to
+    if front in result.started or front in result.reused:
         user, token = ADMIN, admin_login(api_url, home).token
         console.print("[green]✓[/] CLI logged in as admin")
         run_as = _isolate(console, home, result)
@@ -224,15 +233,18 @@ def up(
         console.print(f"[green]✓[/] cluster {LOCAL_CLUSTER}: {outcome}")
     write_local_context(home, api_url, user, token, result.urls["temporal_ui"])
 
-    table = Table(title="SkyShift is up", title_justify="left", show_header=True)
+    title = "SkyShift is up (--ha)" if ha else "SkyShift is up"
+    table = Table(title=title, title_justify="left", show_header=True)
     table.add_column("part")
     table.add_column("where", overflow="fold")
     api_note = "" if "api" not in result.skipped else "  [dim](API not installed)[/]"
+    ui = "none with --ha (docs/production.md)" if ha else result.urls["temporal_ui"]
+    api = result.urls["api"] + ("  (HAProxy, 2 replicas behind it)" if ha else "")
     rows = [
         ("etcd", result.urls["etcd"]),
         ("Temporal gRPC", result.urls["temporal"]),
-        ("Temporal UI", result.urls["temporal_ui"]),
-        ("API", result.urls["api"] + api_note),
+        ("Temporal UI", ui),
+        ("API", api + api_note),
         ("OpenAPI docs", result.urls["docs"] + api_note),
         *_metrics_rows(home, result),
         ("logs", result.urls["logs"]),

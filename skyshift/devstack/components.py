@@ -89,6 +89,8 @@ class TemporalHealth:
     address: str
     namespace: str = "default"
     search_attributes: tuple[str, ...] = SEARCH_ATTRIBUTES
+    #: SKYSHIFT_TEMPORAL_TLS_* to connect with (empty: plaintext, or this process's variables)
+    tls_env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -217,21 +219,37 @@ def stack_env(home: Path, ports: Ports) -> dict[str, str]:
 
 
 
-def _etcd(home: Path, ports: Ports, resolve: bool) -> Component:
-    etcd_url = f"http://{LOOPBACK}:{ports.etcd}"
-    peer_url = f"http://{LOOPBACK}:{ports.etcd_peer}"
+@dataclass(frozen=True)
+class EtcdMember:
+    """One etcd member: its names, ports and the cluster it joins."""
+
+    name: str  # the component's
+    member: str  # etcd's --name
+    client: int
+    peer: int
+    initial_cluster: str  # name=peer-url,...
+    data_dir: Path
+
+
+def etcd_component(home: Path, spec: EtcdMember, health: Health, resolve: bool,
+                   on_healthy: Callable[[], str] | None = None) -> Component:
+    """An etcd member serving plaintext on loopback (client auth is turned on by ``on_healthy``
+    of the stack's first healthy member)."""
+    etcd_url = f"http://{LOOPBACK}:{spec.client}"
+    peer_url = f"http://{LOOPBACK}:{spec.peer}"
+    suffix = spec.name.removeprefix("etcd")
     return Component(
-        name="etcd",
-        title="etcd",
+        name=spec.name,
+        title=f"etcd{' member ' + suffix.lstrip('-') if suffix else ''}",
         argv=[
             etcd_binary() if resolve else "etcd",
-            "--name", "skyshift",
-            "--data-dir", str(home / "etcd"),
+            "--name", spec.member,
+            "--data-dir", str(spec.data_dir),
             "--listen-client-urls", etcd_url,
             "--advertise-client-urls", etcd_url,
             "--listen-peer-urls", peer_url,
             "--initial-advertise-peer-urls", peer_url,
-            "--initial-cluster", f"skyshift={peer_url}",
+            "--initial-cluster", spec.initial_cluster,
             "--initial-cluster-state", "new",
             # Keep an hour of history for watches; without compaction the db grows until
             # etcd refuses writes at its 2 GB quota.
@@ -241,17 +259,26 @@ def _etcd(home: Path, ports: Ports, resolve: bool) -> Component:
             "--log-outputs", "stderr",
         ],
         env={},
-        health=HttpHealth(f"{etcd_url}/health", etcd_json=True),
+        health=health,
         address=etcd_url,
-        listens={"etcd client": ports.etcd, "etcd peer": ports.etcd_peer},
+        listens={"etcd client": spec.client, "etcd peer": spec.peer},
         timeout=30.0,
-        data_dirs=[home / "etcd"],
+        data_dirs=[spec.data_dir],
         # etcd reads ETCD_* variables too and refuses to start when one shadows a flag.
         env_drop=("ETCD_",),
         home=home,
-        # client auth (a root user with a random password) before anything else connects
-        on_healthy=lambda: ensure_auth(home, f"{LOOPBACK}:{ports.etcd}"),
+        on_healthy=on_healthy,
     )  # fmt: skip
+
+
+def _etcd(home: Path, ports: Ports, resolve: bool) -> Component:
+    peer_url = f"http://{LOOPBACK}:{ports.etcd_peer}"
+    spec = EtcdMember("etcd", "skyshift", ports.etcd, ports.etcd_peer,
+                      f"skyshift={peer_url}", home / "etcd")  # fmt: skip
+    health = HttpHealth(f"http://{LOOPBACK}:{ports.etcd}/health", etcd_json=True)
+    # client auth (a root user with a random password) before anything else connects
+    return etcd_component(home, spec, health, resolve,
+                          lambda: ensure_auth(home, f"{LOOPBACK}:{ports.etcd}"))  # fmt: skip
 
 
 def _temporal(home: Path, ports: Ports, resolve: bool) -> Component:
@@ -294,13 +321,21 @@ class PythonProcess:
     listens: dict[str, int] = field(default_factory=dict)
 
 
-def _python(home: Path, ports: Ports, spec: PythonProcess) -> Component:
+def python_component(
+    home: Path,
+    ports: Ports,
+    spec: PythonProcess,
+    extra_env: dict[str, str] | None = None,
+    metrics_port: int | None = None,
+) -> Component:
+    """``python -m spec.module`` pointed at the stack (``extra_env`` overrides), serving metrics
+    on ``metrics_port`` (default: its port of ``ports.metrics_ports()``, if any)."""
     ready_file = home / "run" / f"{spec.name}.ready"
     env = {**stack_env(home, ports), "SKYSHIFT_READY_FILE": str(ready_file),
-           "PYTHONUNBUFFERED": "1"}  # fmt: skip
+           "PYTHONUNBUFFERED": "1", **(extra_env or {})}  # fmt: skip
     listens = dict(spec.listens)
     metrics_url = ""
-    port = ports.metrics_ports().get(spec.name)
+    port = metrics_port if metrics_port is not None else ports.metrics_ports().get(spec.name)
     if port is not None:
         env["SKYSHIFT_METRICS_ADDRESS"] = f"{LOOPBACK}:{port}"
         listens["metrics"] = port
@@ -347,5 +382,5 @@ def build_components(home: Path, ports: Ports, resolve: bool = True) -> list[Com
     ``resolve=False`` skips looking up binaries: ``status`` and ``down`` only need names, files
     and health checks.
     """
-    python = [_python(home, ports, spec) for spec in python_processes(ports)]
+    python = [python_component(home, ports, spec) for spec in python_processes(ports)]
     return [_etcd(home, ports, resolve), _temporal(home, ports, resolve), *python]

@@ -61,7 +61,8 @@ async def _temporal_search_attributes(health: TemporalHealth) -> set[str]:
 
     from skyshift.lifecycle.client import connect
 
-    client = await connect(health.address, health.namespace)
+    environ = dict(health.tls_env) if health.tls_env else None
+    client = await connect(health.address, health.namespace, environ=environ)
     resp = await client.operator_service.list_search_attributes(
         ListSearchAttributesRequest(namespace=health.namespace),
         timeout=timedelta(seconds=CHECK_TIMEOUT),

@@ -29,6 +29,7 @@ from skyshift.devstack.components import (
     module_installed,
 )
 from skyshift.devstack.etcd_auth import secure_home
+from skyshift.devstack.ha import build_ha_components, etcd_endpoints
 from skyshift.devstack.local import stop_balancers, stop_replicas, work_roots
 
 STATE_FILE = "stack.json"
@@ -42,6 +43,7 @@ class StackState:
     home: Path
     ports: Ports
     components: dict[str, dict[str, Any]] = field(default_factory=dict)
+    mode: str = "single"  # or "ha" (`up --ha`)
 
     @classmethod
     def load(cls, home: Path) -> StackState | None:
@@ -53,13 +55,16 @@ class StackState:
             return None
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StackError(f"{path} is unreadable ({exc}); remove it") from None
-        return cls(home=home, ports=ports, components=dict(raw.get("components") or {}))
+        mode = "ha" if raw.get("mode") == "ha" else "single"
+        return cls(home=home, ports=ports, components=dict(raw.get("components") or {}),
+                   mode=mode)  # fmt: skip
 
     def save(self) -> None:
         data = {
             "home": str(self.home),
+            "mode": self.mode,
             "ports": self.ports.as_dict(),
-            "urls": urls(self.ports, self.home),
+            "urls": urls(self.ports, self.home, self.mode),
             "components": self.components,
         }
         self.home.mkdir(parents=True, exist_ok=True)
@@ -68,8 +73,17 @@ class StackState:
         os.replace(tmp, self.home / STATE_FILE)
 
 
-def urls(ports: Ports, home: Path) -> dict[str, str]:
+def urls(ports: Ports, home: Path, mode: str = "single") -> dict[str, str]:
     """Where each part listens (the table ``up`` prints, and ``stack.json["urls"]``)."""
+    if mode == "ha":
+        return {
+            "etcd": etcd_endpoints(ports),
+            "temporal": f"{LOOPBACK}:{ports.temporal} (mTLS, certificates in {home / 'pki'})",
+            "temporal_ui": "",
+            "api": f"http://{LOOPBACK}:{ports.api}",
+            "docs": f"http://{LOOPBACK}:{ports.api}/docs",
+            "logs": str(home / "logs"),
+        }
     return {
         "etcd": f"http://{LOOPBACK}:{ports.etcd}",
         "temporal": f"{LOOPBACK}:{ports.temporal}",
@@ -285,21 +299,47 @@ def _start(component: Component, state: StackState, limit: float, reporter: Repo
     _after_healthy(component, reporter)
 
 
+def _build(mode: str, home: Path, ports: Ports, resolve: bool,
+           reporter: Reporter | None = None) -> list[Component]:
+    if mode == "ha":
+        info = reporter.info if reporter is not None else (lambda _line: None)
+        return build_ha_components(home, ports, resolve, info)
+    return build_components(home, ports, resolve=resolve)
+
+
+def _mode(previous: StackState | None, ha: bool) -> str:
+    """``ha`` or ``single``; refuses to switch while the other kind still runs."""
+    mode = "ha" if ha else "single"
+    if previous is None or previous.mode == mode:
+        return mode
+    for component in _build(previous.mode, previous.home, previous.ports, False):
+        pid, _ = _running_pid(component, previous.components.get(component.name))
+        if pid is not None:
+            other = "an HA stack (`up --ha`)" if previous.mode == "ha" else "a single-node stack"
+            raise StackError(f"{other} runs in {previous.home} ({component.name}, pid {pid}); "
+                             "`skyshift down` it first")  # fmt: skip
+    return mode
+
+
 def up(
     home: Path,
     flags: dict[str, int | None],
     reporter: Reporter,
     timeout: float | None = None,
+    ha: bool = False,
 ) -> UpResult:
-    """Start (or reuse) every installed component and wait until each is healthy, in order."""
+    """Start (or reuse) every installed component and wait until each is healthy, in order;
+    ``ha``: the production topology on this machine (:mod:`skyshift.devstack.ha`)."""
     secure_home(home)
     with locked(home):
         previous = StackState.load(home)
         ports = resolve_ports(flags, previous.ports if previous else None)
-        components = build_components(home, ports, resolve=True)
-        records = dict(previous.components) if previous else {}
-        state = StackState(home=home, ports=ports, components=records)
-        result = UpResult(ports=ports, urls=urls(ports, home),
+        mode = _mode(previous, ha)
+        components = _build(mode, home, ports, True, reporter)
+        same = previous is not None and previous.mode == mode
+        records = dict(previous.components) if previous and same else {}
+        state = StackState(home=home, ports=ports, components=records, mode=mode)
+        result = UpResult(ports=ports, urls=urls(ports, home, mode),
                           metrics=metrics_targets.write(home, components))  # fmt: skip
         for component in components:
             record = state.components.get(component.name)
@@ -336,7 +376,7 @@ class Stopped:
 def _components_for(home: Path) -> tuple[StackState | None, list[Component]]:
     state = StackState.load(home)
     ports = state.ports if state else resolve_ports({}, None)
-    return state, build_components(home, ports, resolve=False)
+    return state, _build(state.mode if state else "single", home, ports, False)
 
 
 def down(home: Path, purge: bool = False, grace: float = DEFAULT_GRACE) -> list[Stopped]:

@@ -12,6 +12,7 @@ frontend's certificate; the system's roots when unset) and ``SKYSHIFT_TEMPORAL_T
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from temporalio.client import Client
@@ -35,13 +36,14 @@ def _read_pem(variable: str, path: str) -> bytes:
         raise ValueError(f"{variable}={path}: cannot read it: {exc.strerror or exc}") from None
 
 
-def tls_config() -> TLSConfig | None:
-    """The client's TLS settings from the environment (None: plaintext).
+def tls_config(environ: Mapping[str, str] | None = None) -> TLSConfig | None:
+    """The client's TLS settings from the environment, or ``environ`` (None: plaintext).
 
     Raises ValueError naming the variable when a file cannot be read or only one of the
     certificate and key is set.
     """
-    values = {what: os.environ.get(name, "").strip() for what, name in TLS_ENV.items()}
+    source = os.environ if environ is None else environ
+    values = {what: source.get(name, "").strip() for what, name in TLS_ENV.items()}
     if not any(values.values()):
         return None
     if bool(values["cert"]) != bool(values["key"]):
@@ -61,15 +63,20 @@ def tls_config() -> TLSConfig | None:
 
 
 async def connect(
-    address: str, namespace: str = "default", *, lazy: bool = False, runtime: Runtime | None = None
+    address: str,
+    namespace: str = "default",
+    *,
+    lazy: bool = False,
+    runtime: Runtime | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> Client:
     """A client of ``namespace`` at ``address`` (``lazy``: connect on the first call), over mTLS
-    when the ``SKYSHIFT_TEMPORAL_TLS_*`` variables say so."""
+    when the ``SKYSHIFT_TEMPORAL_TLS_*`` variables (of ``environ`` when given) say so."""
     return await Client.connect(
         address,
         namespace=namespace,
         lazy=lazy,
         runtime=runtime,
         data_converter=DATA_CONVERTER,
-        tls=tls_config(),  # None: the SDK's default (plaintext without an API key)
+        tls=tls_config(environ),  # None: the SDK's default (plaintext without an API key)
     )

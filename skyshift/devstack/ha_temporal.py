@@ -1,0 +1,140 @@
+"""The Temporal server of ``skyshift up --ha``: the binary scripts/build-temporal.sh builds, its
+config (an mTLS frontend, SQLite in ``$SKYSHIFT_HOME/temporal-server``) and the namespace
+``default`` with SkyShift's search attributes, registered once the frontend answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from skyshift.devstack import health
+from skyshift.devstack.components import (
+    LOOPBACK,
+    SEARCH_ATTRIBUTES,
+    Component,
+    StackError,
+    TemporalHealth,
+)
+from skyshift.devstack.temporal_config import (
+    PORT_COUNT,
+    server_argv,
+    sqlite_store,
+    write_config,
+)
+from skyshift.devstack.temporal_pki import Pki
+
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-temporal.sh"
+BIN_ENV = "SKYSHIFT_TEMPORAL_SERVER_BIN"
+NAMESPACE = "default"
+RETENTION_SECONDS = 7 * 86400
+
+
+def server_binary(info: Callable[[str], None]) -> str:
+    """``$SKYSHIFT_TEMPORAL_SERVER_BIN``, else the one scripts/build-temporal.sh has cached
+    (building it first when it is not: about 13 minutes on two cores; its lines go to ``info``)."""
+    override = os.environ.get(BIN_ENV)
+    if override:
+        if not os.access(override, os.X_OK):
+            raise StackError(f"{BIN_ENV}={override} is not an executable file")
+        return override
+    if not BUILD_SCRIPT.is_file():
+        raise StackError(
+            f"the Temporal server is needed for --ha: build it with scripts/build-temporal.sh "
+            f"(in a SkyShift checkout) and set {BIN_ENV} to its temporal-server"
+        )
+    info("temporal-server: scripts/build-temporal.sh (builds it once if not cached)")
+    proc = subprocess.Popen([str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    assert proc.stderr is not None and proc.stdout is not None
+    for line in proc.stderr:
+        info(f"  {line.rstrip()}")
+    out = proc.stdout.read()
+    if proc.wait() != 0 or not out.strip():
+        raise StackError(f"scripts/build-temporal.sh failed (exit {proc.returncode}); run it by "
+                         f"hand to see why, or set {BIN_ENV}")  # fmt: skip
+    binary = Path(out.strip().splitlines()[-1]) / "temporal-server"
+    if not os.access(binary, os.X_OK):
+        raise StackError(f"scripts/build-temporal.sh did not produce {binary}")
+    return str(binary)
+
+
+def server_ports(first: int) -> list[int]:
+    """The server's ports from its frontend's on: gRPC x4, membership x4, HTTP."""
+    return list(range(first, first + PORT_COUNT))
+
+
+async def _register(address: str, tls_env: dict[str, str]) -> None:
+    from google.protobuf.duration_pb2 import Duration
+    from temporalio.api.enums.v1 import IndexedValueType
+    from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+    from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
+
+    from skyshift.lifecycle.client import connect
+
+    client = await connect(address, NAMESPACE, environ=tls_env)
+    calls = (
+        lambda: client.workflow_service.register_namespace(RegisterNamespaceRequest(
+            namespace=NAMESPACE,
+            workflow_execution_retention_period=Duration(seconds=RETENTION_SECONDS))),
+        lambda: client.operator_service.add_search_attributes(AddSearchAttributesRequest(
+            namespace=NAMESPACE,
+            search_attributes={name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+                               for name in SEARCH_ATTRIBUTES})),
+    )  # fmt: skip
+    for call in calls:
+        try:
+            await call()
+        except Exception as exc:
+            if "already" not in str(exc).lower():
+                raise
+
+
+def ensure_namespace(address: str, tls_env: dict[str, str], timeout: float = 120.0) -> str:
+    """Register ``default`` and the search attributes (idempotent) and wait until the frontend
+    lists them; a line for the user."""
+    wanted = TemporalHealth(address, NAMESPACE, tls_env=tuple(sorted(tls_env.items())))
+    deadline = time.monotonic() + timeout
+    detail = ""
+    while time.monotonic() < deadline:
+        if health.check_temporal(wanted).ok:
+            return f"temporal: namespace {NAMESPACE} with SkyShift's search attributes"
+        try:
+            asyncio.run(asyncio.wait_for(_register(address, tls_env), 30))
+        except Exception as exc:  # the server may still be starting its services
+            detail = (str(exc) or type(exc).__name__).splitlines()[0][:200]
+        time.sleep(1.0)
+    raise StackError(f"temporal: could not register namespace {NAMESPACE}: {detail}")
+
+
+def temporal_component(home: Path, first_port: int, pki: Pki, binary: str | None) -> Component:
+    """The server on ``first_port`` (its frontend) and the eight ports after it; ``binary`` None
+    when not resolving (``status``, ``down``), else its config is written for ``up``."""
+    d = home / "temporal-server"
+    ports = server_ports(first_port)
+    config = d / "config.yaml"
+    if binary is not None:
+        store = sqlite_store(d / "temporal.db")
+        config = write_config(d, pki, ports, {"default": store, "visibility": store})
+    address = f"{LOOPBACK}:{first_port}"
+    tls_env = pki.client_env()
+    listens = {"Temporal gRPC": first_port}
+    listens.update({f"Temporal internal {i}": p for i, p in enumerate(ports[1:], 1)})
+    return Component(
+        name="temporal",
+        title="Temporal server (mTLS frontend)",
+        argv=server_argv(binary or "temporal-server", config),
+        env={},
+        # the system namespace answers before `default` exists; on_healthy makes that one
+        health=TemporalHealth(address, "temporal-system", (), tuple(sorted(tls_env.items()))),
+        address=f"{address} (mTLS)",
+        listens=listens,
+        timeout=180.0,
+        data_dirs=[d],
+        home=home,
+        on_healthy=lambda: ensure_namespace(address, tls_env),
+    )
