@@ -71,7 +71,7 @@ def _etcd_members(home: Path, ports: Ports, resolve: bool) -> list[Component]:
     out = []
     for i, name in enumerate(names):
         spec = EtcdMember(name, name, ports.etcd + i, ports.etcd_peer + i, cluster,
-                          home / "etcd-ha" / name)  # fmt: skip
+                          home / name)  # fmt: skip
         url = f"http://{LOOPBACK}:{spec.client}"
         last = i == MEMBERS - 1
         # etcd serves clients only once a quorum has a leader: the first members count as up

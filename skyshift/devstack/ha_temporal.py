@@ -100,11 +100,17 @@ def ensure_namespace(address: str, tls_env: dict[str, str], timeout: float = 120
     wanted = TemporalHealth(address, NAMESPACE, tls_env=tuple(sorted(tls_env.items())))
     deadline = time.monotonic() + timeout
     detail = ""
+    registered = False
     while time.monotonic() < deadline:
         if health.check_temporal(wanted).ok:
-            return f"temporal: namespace {NAMESPACE} with SkyShift's search attributes"
+            return (
+                f"temporal: registered namespace {NAMESPACE} and SkyShift's search attributes"
+                if registered
+                else ""
+            )
         try:
             asyncio.run(asyncio.wait_for(_register(address, tls_env), 30))
+            registered = True
         except Exception as exc:  # the server may still be starting its services
             detail = (str(exc) or type(exc).__name__).splitlines()[0][:200]
         time.sleep(1.0)
@@ -134,7 +140,7 @@ def temporal_component(home: Path, first_port: int, pki: Pki, binary: str | None
         address=f"{address} (mTLS)",
         listens=listens,
         timeout=180.0,
-        data_dirs=[d],
+        data_dirs=[d, pki.ca.parent],  # --purge removes the certificates too
         home=home,
         on_healthy=lambda: ensure_namespace(address, tls_env),
     )

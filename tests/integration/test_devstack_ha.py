@@ -1,0 +1,120 @@
+"""``skyshift up --ha``: the production topology on one machine, checked as a user would.
+
+`up --ha` in a temporary home on free ports starts three etcd members, the Temporal server (built
+by scripts/build-temporal.sh) with an mTLS frontend, two API replicas behind HAProxy, two control
+workers and two skylet managers; `skyshift status` lists each with its pid; a job submitted with
+skyctl through HAProxy runs to Succeeded on the local cluster, and so does a second one after one
+etcd member and one API replica are SIGKILLed; `down --purge` leaves no process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from skyshift.devstack import procs
+from tests.fixtures.gobuild import built_binary
+from tests.fixtures.ports import free_port_run, free_ports
+from tests.fixtures.stack import DevStack, require_stack_binaries, skyctl_argv
+
+pytestmark = pytest.mark.integration
+
+PROCESSES = ["etcd-1", "etcd-2", "etcd-3", "temporal", "api-1", "api-2", "haproxy",
+             "control-1", "control-2", "skylet-manager-1", "skylet-manager-2"]  # fmt: skip
+
+
+def ha_stack(home: Path) -> DevStack:
+    """Free ports for the HA layout: runs of 3 for etcd's client and peer ports and the API
+    (HAProxy and two replicas), 9 for the Temporal server, 6 for metrics."""
+    (ui,) = free_ports(1)
+    ports = {"etcd": free_port_run(3), "etcd_peer": free_port_run(3),
+             "temporal": free_port_run(9), "ui": ui, "api": free_port_run(3),
+             "metrics": free_port_run(6)}  # fmt: skip
+    return DevStack(home=home, ports=ports)
+
+
+@pytest.fixture(scope="module")
+def ha(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
+    require_stack_binaries()
+    server = built_binary("build-temporal.sh", "temporal-server")
+    stack = ha_stack(tmp_path_factory.mktemp("skyshift-ha"))
+    stack.extra_env["SKYSHIFT_TEMPORAL_SERVER_BIN"] = server
+    up = stack.run_skyshift("up", "--ha", timeout=900)
+    try:
+        assert up.returncode == 0, f"up --ha failed:\n{up.stdout}\n{up.stderr}"
+        yield stack
+    finally:
+        stack.run_skyshift("down", "--purge")
+
+
+def pids(stack: DevStack) -> dict[str, int]:
+    """Component -> pid, from `skyshift status`'s table."""
+    out = stack.run_skyshift("status").stdout
+    found: dict[str, int] = {}
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.split("│") if c.strip()]
+        if len(cells) >= 3 and cells[0] in PROCESSES and cells[2].isdigit():
+            found[cells[0]] = int(cells[2])
+    return found
+
+
+def skyctl(stack: DevStack, *args: str, timeout: float = 60) -> str:
+    env = {**os.environ, **stack.env}
+    done = subprocess.run([*skyctl_argv(), *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)  # fmt: skip
+    assert done.returncode == 0, f"skyctl {' '.join(args)}:\n{done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def job_succeeds(stack: DevStack) -> None:
+    """A job submitted through HAProxy (the CLI's server) runs to Succeeded and prints."""
+    name = f"ha-{uuid.uuid4().hex[:6]}"
+    skyctl(stack, "create", "job", name, "--run", f"echo hello {name}", "--cpus", "0.1",
+           "--restart_policy", "Never")  # fmt: skip
+    skyctl(stack, "wait", "job", name, "--for", "phase=Succeeded", "--timeout", "240",
+           timeout=300)  # fmt: skip
+    assert f"hello {name}" in skyctl(stack, "logs", name)
+
+
+def test_status_lists_every_process_with_its_pid(ha: DevStack) -> None:
+    done = ha.run_skyshift("status")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "all healthy" in done.stdout
+    assert sorted(pids(ha)) == sorted(PROCESSES)
+    state = json.loads((ha.home / "stack.json").read_text())
+    assert state["mode"] == "ha"
+
+
+def test_the_cli_talks_to_haproxy(ha: DevStack) -> None:
+    config = (ha.home / "config.yaml").read_text()
+    assert f"http://127.0.0.1:{ha.ports['api']}" in config
+    assert ha.env["SKYSHIFT_SERVER"] == f"http://127.0.0.1:{ha.ports['api']}"
+
+
+def test_a_job_runs_through_haproxy(ha: DevStack) -> None:
+    job_succeeds(ha)
+
+
+def test_a_job_runs_after_losing_an_etcd_member_and_an_api_replica(ha: DevStack) -> None:
+    before = pids(ha)
+    for name in ("etcd-1", "api-1"):
+        os.kill(before[name], signal.SIGKILL)
+    job_succeeds(ha)
+    after = pids(ha)
+    assert "etcd-1" not in after and "api-1" not in after
+    assert after["haproxy"] == before["haproxy"]
+
+
+def test_down_leaves_no_process(ha: DevStack) -> None:
+    running = pids(ha)
+    done = ha.run_skyshift("down", "--purge")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [name for name, pid in running.items() if procs.alive(pid)] == []
+    assert pids(ha) == {}
