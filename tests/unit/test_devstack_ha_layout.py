@@ -3,10 +3,13 @@ the skylet managers' selectors, HAProxy's config, and the client certificate eve
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
+from unittest.mock import Mock
 
 import pytest
 
+from skyshift.devstack import ha_temporal, procs, stack
 from skyshift.devstack.components import Ports, StackError
 from skyshift.devstack.ha import MANAGER_LABEL, all_ports, build_ha_components, haproxy_config
 from skyshift.lifecycle.client import tls_config
@@ -52,3 +55,28 @@ def test_tls_from_a_given_environment_not_this_process(tmp_path: Path) -> None:
     tls = tls_config({"SKYSHIFT_TEMPORAL_TLS_CA": str(ca)})
     assert tls is not None and tls.server_root_ca_cert == b"pem"
     assert tls_config({}) is None
+
+
+def test_without_a_checkout_the_message_names_the_build_script(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv(ha_temporal.BIN_ENV, raising=False)
+    monkeypatch.setattr(ha_temporal, "BUILD_SCRIPT", tmp_path / "missing.sh")
+    with pytest.raises(
+        StackError, match=r"scripts/build-temporal\.sh.*SKYSHIFT_TEMPORAL_SERVER_BIN"
+    ):
+        ha_temporal.server_binary(lambda _line: None)
+
+
+def test_up_refuses_to_switch_kinds_while_the_other_runs(tmp_path: Path) -> None:
+    """An HA stack runs (one of its processes, here a sleep): a plain `up` refuses by name."""
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        procs.write_pid(tmp_path / "run" / "etcd-1.pid", proc.pid)
+        record = {"pid": proc.pid, "start_ticks": procs.start_ticks(proc.pid)}
+        stack.StackState(tmp_path, Ports(), {"etcd-1": record}, mode="ha").save()
+        with pytest.raises(StackError, match=r"an HA stack .*etcd-1.*skyshift down"):
+            stack.up(tmp_path, {}, Mock(), ha=False)
+    finally:
+        proc.kill()
+        proc.wait()
