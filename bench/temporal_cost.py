@@ -12,8 +12,8 @@ its signals by name) and the cluster's (``cluster_*``: the skylet's sync rounds,
 long-running heartbeating activity each, whose events come only when a round returns). The same
 counts are taken for the minimal workflow (three regular no-op activities):
 ``events_per_job_over_minimal`` is the job's events (its own plus both shares) over the minimal
-workflow's. ``--dump`` prints one job's history and the cluster workflow's, event by event,
-with each signal's, activity's or phase's name.
+workflow's. ``--dump`` prints one job's history, the cluster workflow's and the scheduler's,
+event by event, with each signal's, activity's or phase's name.
 
 Prints a table per path and merges ``temporal_cost.paths.<path>`` into
 bench/results/latest.json (the other ``temporal_cost`` keys stay). Asserts nothing. The beds
@@ -155,23 +155,27 @@ async def minimal(client: Client, n: int) -> list[dict[str, int]]:
     return [await counts(client, h.id) for h in handles]
 
 
-async def run_jobs(bench: Bench, bed: Bed, n: int, concurrency: int) -> list[str]:
-    """``n`` one-replica ``true`` jobs, ``concurrency`` in flight, each until Succeeded."""
+async def run_jobs(bench: Bench, bed: Bed, n: int, concurrency: int) -> dict[str, str]:
+    """``n`` one-replica ``true`` jobs, ``concurrency`` in flight, each until it ended: name ->
+    "Succeeded", or why it did not (its status message)."""
     names = [f"cost-{i}" for i in range(n)]
     sem = asyncio.Semaphore(min(concurrency, bed.concurrency))
+    ended: dict[str, str] = {}
 
     async def one(name: str) -> None:
         async with sem:
             await bench.submit(name, "true", cpus=bed.cpus, envs=bed.envs)
             deadline = time.monotonic() + 600
-            while (phase := ((await bench.store.get("jobs", name, NS)).get("status") or {})
-                   .get("phase")) != "Succeeded":
-                if phase == "Failed" or time.monotonic() > deadline:
-                    raise SystemExit(f"job {name} did not succeed: phase {phase}")
+            while (st := (await bench.store.get("jobs", name, NS)).get("status") or {}).get(
+                    "phase") not in ("Succeeded", "Failed"):
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"job {name} did not end in 600 s: {st}")
                 await asyncio.sleep(0.1)
+            ended[name] = "Succeeded" if st["phase"] == "Succeeded" else str(
+                st.get("message") or st)
 
     await asyncio.gather(*(one(nm) for nm in names))
-    return names
+    return ended
 
 
 async def share(client: Client, workflow_id: str, before: dict[str, int], prefix: str,
@@ -200,19 +204,24 @@ async def count_path(client: Client, bench: Bench, path: str, bed: Bed,
     sched0 = summed(await runs(client, SCHEDULER_ID))
     cluster0 = summed(await runs(client, f"cluster/{cluster}"))
     t0 = time.monotonic()
-    names = await run_jobs(bench, bed, args.jobs, args.concurrency)
+    ended = await run_jobs(bench, bed, args.jobs, args.concurrency)
     took = time.monotonic() - t0
+    names = [nm for nm, why in ended.items() if why == "Succeeded"]  # the medians' jobs
+    failed = {nm: why for nm, why in ended.items() if why != "Succeeded"}
     await asyncio.sleep(2)  # the last workflow tasks after Succeeded (search attributes)
     jobs = [await counts(client, f"job/{NS}/{nm}") for nm in names]
     if args.dump:
         await dump(client, f"job/{NS}/{names[-1]}")
-        async for wf in client.list_workflows(f"WorkflowId = 'cluster/{cluster}'"):
-            await dump(client, wf.id, wf.run_id)
+        for wf_id in (f"cluster/{cluster}", SCHEDULER_ID):
+            async for wf in client.list_workflows(f"WorkflowId = '{wf_id}'"):
+                await dump(client, wf.id, wf.run_id)
     job = per_item(jobs)
     job.update(await share(client, SCHEDULER_ID, sched0, "scheduler", args.jobs))
     job.update(await share(client, f"cluster/{cluster}", cluster0, "cluster", args.jobs))
     return {"jobs": args.jobs, "concurrency": min(args.concurrency, bed.concurrency),
-            "run_s": round(took, 1), "job": job}
+            "run_s": round(took, 1), "job": job,
+            **({"failed": len(failed), "failed_example": next(iter(failed.values()))}
+               if failed else {})}
 
 
 def report(path: str, res: dict[str, Any], floor: dict[str, float]) -> None:
@@ -269,7 +278,7 @@ if __name__ == "__main__":
                     help="jobs per path (default: 30, SkyPilot 4)")
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--dump", action="store_true",
-                    help="print the event types of one job's history and the cluster's")
+                    help="print one job's history, the cluster's and the scheduler's")
     arguments = ap.parse_args()
     for which in PATHS if arguments.path == "all" else [arguments.path]:
         arguments_for = argparse.Namespace(**vars(arguments))
