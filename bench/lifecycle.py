@@ -102,28 +102,37 @@ class Bench:
     async def cluster(self, name: str, cpus: float, labels: dict[str, str] | None = None) -> Path:
         path = self.tmp / name
         path.mkdir(parents=True, exist_ok=True)
+        await self.attach(name, {"manager": "local", "cpus": cpus, "memory": 10_000_000,
+                                 "config": {"state_dir": str(path), "grace_period": 0.2}}, labels)
+        return path
+
+    async def attach(self, name: str, spec: dict[str, Any], labels: dict[str, str] | None = None,
+                     timeout: float = 600) -> None:
+        """Register a Cluster of any manager and wait until it is Ready."""
         obj = await self.store.create("clusters", {
             "apiVersion": "skyshift.io/v1", "kind": "Cluster",
             "metadata": {"name": name, "uid": str(uuid.uuid4()), "generation": 1,
                          "creationTimestamp": now_iso(), "labels": labels or {}},
-            "spec": {"manager": "local", "cpus": cpus, "memory": 10_000_000,
-                     "config": {"state_dir": str(path), "grace_period": 0.2}},
-            "status": {"phase": "Init"},
+            "spec": spec, "status": {"phase": "Init"},
         })
         await starter.ensure_lifecycle(self.client, obj)
-        while (await self.store.get("clusters", name)).get("status", {}).get("phase") != "Ready":
+        deadline = time.monotonic() + timeout
+        while (status := (await self.store.get("clusters", name)).get("status") or {}).get(
+                "phase") != "Ready":
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"cluster {name} not Ready after {timeout:.0f} s: {status}")
             await asyncio.sleep(0.1)
-        return path
 
     async def submit(self, name: str, run: str, cpus: float = 0.001,
-                     only: dict[str, str] | None = None) -> float:
+                     only: dict[str, str] | None = None,
+                     envs: dict[str, str] | None = None) -> float:
         t0 = time.monotonic()
         obj = await self.store.create("jobs", {
             "apiVersion": "skyshift.io/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": NS, "uid": str(uuid.uuid4()),
                          "generation": 1, "creationTimestamp": now_iso(), "labels": {}},
             "spec": {"run": run, "resources": {"cpus": cpus, "memory": 0},
-                     "restartPolicy": "Never",
+                     "restartPolicy": "Never", "envs": envs or {},
                      "placement": {"filters": [{"matchLabels": only}] if only else []}},
             "status": {"phase": "Pending"},
         })

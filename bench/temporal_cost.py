@@ -1,17 +1,25 @@
 """Temporal's work per job, counted from the histories: ``python bench/temporal_cost.py --spawn``.
 
-Runs ``--jobs`` one-replica jobs (``true``, restartPolicy Never) on a local cluster to Succeeded,
-a few at a time, then reads every job workflow's history and the scheduler workflow's, and counts
-per job: history events (all of them, and those until the workflow task that recorded Running),
-workflow tasks, regular activities, local activities, signals received and sent, and search
-attribute upserts. The scheduler's events are shared by the jobs it placed, so its count is
-divided among them. The same counts are taken for the minimal workflow (three regular no-op
-activities): ``events_per_job_over_minimal`` is the job's events (its own plus its share of the
-scheduler's) over the minimal workflow's. ``--dump`` prints one job's history and the
-scheduler's, event by event. Only the local path is counted here; Slurm, Kubernetes, Ray and
-SkyPilot need their test beds (see bench/slurm.py, bench/k8s_scale.py, bench/provision.py).
+Per path (``--path local|slurm|k8s|ray|skypilot``, or ``all``: one private stack each; the beds
+are in bench/_temporal_beds.py), registers one cluster of that kind, runs ``--jobs``
+one-replica jobs (``true``, restartPolicy Never) on it to Succeeded, a few at a time, then
+reads every job workflow's history and counts per job (medians): history events (all of them,
+and ``events_to_running``: those recorded by the time the job was Running, see
+``running_mark``), workflow tasks, regular activities, local activities, signals received and
+sent, and search attribute upserts. Two long-lived workflows share in the jobs' work, and what
+they recorded during the run is divided among the jobs: the scheduler's (``scheduler_*``, with
+its signals by name) and the cluster's (``cluster_*``: the skylet's sync rounds, one
+long-running heartbeating activity each, whose events come only when a round returns). The same
+counts are taken for the minimal workflow (three regular no-op activities):
+``events_per_job_over_minimal`` is the job's events (its own plus both shares) over the minimal
+workflow's. ``--dump`` prints one job's history, the cluster workflow's and the scheduler's,
+event by event, with each signal's, activity's or phase's name.
 
-Prints a table and writes ``temporal_cost`` to bench/results/latest.json. Asserts nothing.
+Prints a table per path and merges ``temporal_cost.paths.<path>`` into
+bench/results/latest.json (the other ``temporal_cost`` keys stay). Asserts nothing. The beds
+need what bench/slurm.py, bench/k8s_scale.py, bench/ray_jobs.py and tests/fixtures/skypilot.py
+need (root for Slurm and SkyPilot); SkyPilot takes minutes to launch its cluster and seconds per
+``sky`` call, so its default is 4 jobs (30 elsewhere).
 """
 
 from __future__ import annotations
@@ -19,9 +27,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import json
 import statistics
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -32,10 +42,11 @@ from temporalio.worker import Worker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._util import write_result
+from bench._temporal_beds import BEDS, PATHS, Bed
+from bench._util import RESULTS, write_result
 from bench.lifecycle import NS, Bench, Minimal, noop, spawn, stack_pids, stop_stack
 from skyshift.config import Settings
-from skyshift.contract.names import PHASE, SCHEDULER_ID
+from skyshift.contract.names import PHASE, SCHEDULER_ID, SIG_REPLICAS
 from skyshift.lifecycle.client import connect
 from skyshift.store import ObjectStore
 
@@ -49,18 +60,41 @@ KINDS = {
 }
 
 
-def shows_running(event: Any) -> bool:
-    """The upsert that sets SkyShiftPhase to Running: the job's workflow knows it runs."""
+def phase_set(event: Any) -> str | None:
+    """The SkyShiftPhase an upsert sets (None: another event, or another attribute)."""
     if event.event_type != EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
-        return False
+        return None
     fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes
     phase = fields.indexed_fields.get(PHASE.name)
-    return phase is not None and phase.data == b'"Running"'
+    return None if phase is None else phase.data.decode().strip('"')
+
+
+def running_mark(event: Any, seen: int) -> int | None:
+    """Events recorded when the job became Running, if this event tells: the upsert of Running
+    (the submit's result said so: local), else the skylet's first report, which comes after it
+    wrote Running to etcd (Slurm, Kubernetes, Ray, SkyPilot: held starts, a short job's workflow
+    is told only that it ended)."""
+    if phase_set(event) == "Running":
+        return seen
+    signaled = event.workflow_execution_signaled_event_attributes
+    if event.HasField("workflow_execution_signaled_event_attributes") and (
+            signaled.signal_name == SIG_REPLICAS):
+        return seen - 1
+    return None
+
+
+def detail(event: Any) -> str:
+    """What --dump shows beside an event's type: the signal, activity or phase."""
+    if event.HasField("workflow_execution_signaled_event_attributes"):
+        return str(event.workflow_execution_signaled_event_attributes.signal_name)
+    if event.HasField("activity_task_scheduled_event_attributes"):
+        return str(event.activity_task_scheduled_event_attributes.activity_type.name)
+    return phase_set(event) or ""
 
 
 async def counts(client: Client, workflow_id: str, run_id: str | None = None) -> dict[str, int]:
-    """Events of one workflow, every run of it (continue-as-new included), by kind; for a job
-    also ``events_to_running``: its events up to the workflow task that recorded Running."""
+    """Events of one workflow run by kind; for a job also ``events_to_running``: its events
+    until it was Running (``running_mark``)."""
     out: collections.Counter[str] = collections.Counter()
     handle = client.get_workflow_handle(workflow_id, run_id=run_id)
     async for event in handle.fetch_history_events():
@@ -68,8 +102,11 @@ async def counts(client: Client, workflow_id: str, run_id: str | None = None) ->
         for name, kind in KINDS.items():
             if event.event_type == kind:
                 out[name] += 1
-        if shows_running(event) and "events_to_running" not in out:
-            out["events_to_running"] = out["events"]
+        if event.event_type == KINDS["signals_received"]:
+            out[f"signal_{detail(event)}"] += 1
+        if "events_to_running" not in out and (
+                mark := running_mark(event, out["events"])) is not None:
+            out["events_to_running"] = mark
     return dict(out)
 
 
@@ -89,15 +126,23 @@ async def dump(client: Client, workflow_id: str, run_id: str | None = None) -> N
     handle = client.get_workflow_handle(workflow_id, run_id=run_id)
     async for event in handle.fetch_history_events():
         name = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
-        print(f"  {event.event_id:4d} {name}")
+        print(f"  {event.event_id:4d} {name} {detail(event)}")
 
 
-async def scheduler_runs(client: Client) -> list[dict[str, int]]:
-    """Every run of the scheduler workflow (it continues as new), counted."""
-    runs = []
-    async for wf in client.list_workflows(f"WorkflowId = '{SCHEDULER_ID}'"):
-        runs.append(await counts(client, wf.id, wf.run_id))
-    return runs
+async def runs(client: Client, workflow_id: str) -> list[dict[str, int]]:
+    """Every run of a long-lived workflow (the scheduler's, a cluster's: they continue as new),
+    counted."""
+    out = []
+    async for wf in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
+        out.append(await counts(client, wf.id, wf.run_id))
+    return out
+
+
+def summed(all_runs: list[dict[str, int]]) -> dict[str, int]:
+    """The runs' counts added up (the kinds, and the signals received by name)."""
+    keys = {"events", *KINDS}.union(*all_runs)
+    return {k: sum(r.get(k, 0) for r in all_runs) for k in sorted(keys)
+            if k != "events_to_running"}
 
 
 async def minimal(client: Client, n: int) -> list[dict[str, int]]:
@@ -110,64 +155,133 @@ async def minimal(client: Client, n: int) -> list[dict[str, int]]:
     return [await counts(client, h.id) for h in handles]
 
 
-async def run_jobs(bench: Bench, n: int, concurrency: int) -> list[str]:
+async def run_jobs(bench: Bench, bed: Bed, n: int, concurrency: int) -> dict[str, str]:
+    """``n`` one-replica ``true`` jobs, ``concurrency`` in flight, each until it ended: name ->
+    "Succeeded", or why it did not (its status message)."""
     names = [f"cost-{i}" for i in range(n)]
-    sem = asyncio.Semaphore(concurrency)
+    sem = asyncio.Semaphore(min(concurrency, bed.concurrency))
+    ended: dict[str, str] = {}
 
     async def one(name: str) -> None:
         async with sem:
-            await bench.submit(name, "true")
-            while ((await bench.store.get("jobs", name, NS)).get("status") or {}).get(
-                    "phase") != "Succeeded":
+            await bench.submit(name, "true", cpus=bed.cpus, envs=bed.envs)
+            deadline = time.monotonic() + 600
+            while (st := (await bench.store.get("jobs", name, NS)).get("status") or {}).get(
+                    "phase") not in ("Succeeded", "Failed"):
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"job {name} did not end in 600 s: {st}")
                 await asyncio.sleep(0.1)
+            ended[name] = "Succeeded" if st["phase"] == "Succeeded" else str(
+                st.get("message") or st)
 
     await asyncio.gather(*(one(nm) for nm in names))
-    return names
+    return ended
 
 
-async def main(args: argparse.Namespace, tmp: Path, procs: list[Any]) -> None:
+async def share(client: Client, workflow_id: str, before: dict[str, int], prefix: str,
+                n: int) -> dict[str, float]:
+    """What a long-lived workflow recorded since ``before``, per job, keys under ``prefix``."""
+    after = summed(await runs(client, workflow_id))
+    return {f"{prefix}_{k}": round((after[k] - before.get(k, 0)) / n, 2) for k in after}
+
+
+async def settled(client: Client, workflow_id: str, quiet: float = 3.0) -> None:
+    """Wait until a workflow's history stops growing for ``quiet`` seconds (a cluster records
+    Ready after etcd says so: those events belong to the attach, not to the jobs)."""
+    last = -1
+    while (now := summed(await runs(client, workflow_id))["events"]) != last:
+        last = now
+        await asyncio.sleep(quiet)
+
+
+async def count_path(client: Client, bench: Bench, path: str, bed: Bed,
+                     args: argparse.Namespace) -> dict[str, Any]:
+    """Run the jobs on this path's cluster and count their histories, with their shares of the
+    scheduler's and of the cluster workflow's (the skylet's sync rounds)."""
+    cluster = f"cost-{path}"
+    await bench.attach(cluster, bed.spec)
+    await settled(client, f"cluster/{cluster}")
+    sched0 = summed(await runs(client, SCHEDULER_ID))
+    cluster0 = summed(await runs(client, f"cluster/{cluster}"))
+    t0 = time.monotonic()
+    ended = await run_jobs(bench, bed, args.jobs, args.concurrency)
+    took = time.monotonic() - t0
+    names = [nm for nm, why in ended.items() if why == "Succeeded"]  # the medians' jobs
+    failed = {nm: why for nm, why in ended.items() if why != "Succeeded"}
+    await asyncio.sleep(2)  # the last workflow tasks after Succeeded (search attributes)
+    jobs = [await counts(client, f"job/{NS}/{nm}") for nm in names]
+    if args.dump:
+        await dump(client, f"job/{NS}/{names[-1]}")
+        for wf_id in (f"cluster/{cluster}", SCHEDULER_ID):
+            async for wf in client.list_workflows(f"WorkflowId = '{wf_id}'"):
+                await dump(client, wf.id, wf.run_id)
+    job = per_item(jobs)
+    job.update(await share(client, SCHEDULER_ID, sched0, "scheduler", args.jobs))
+    job.update(await share(client, f"cluster/{cluster}", cluster0, "cluster", args.jobs))
+    return {"jobs": args.jobs, "concurrency": min(args.concurrency, bed.concurrency),
+            "run_s": round(took, 1), "job": job,
+            **({"failed": len(failed), "failed_example": next(iter(failed.values()))}
+               if failed else {})}
+
+
+def report(path: str, res: dict[str, Any], floor: dict[str, float]) -> None:
+    job = res["job"]
+    total = job["events"] + job["scheduler_events"] + job["cluster_events"]
+    res["minimal_workflow"] = floor
+    res["events_per_job"] = round(total, 2)
+    res["events_per_job_over_minimal"] = round(total / floor["events"], 3)
+    print(f"{path}: {res['jobs']} jobs in {res['run_s']} s")
+    print(f"  {'per job (median)':18s} " + "  ".join(f"{k} {v:g}" for k, v in job.items()))
+    print(f"  {'minimal workflow':18s} " + "  ".join(f"{k} {v:g}" for k, v in floor.items()))
+    print(f"  events per job (own + scheduler + cluster shares) {total:.1f} over minimal "
+          f"{floor['events']:g}: {res['events_per_job_over_minimal']:.2f}")
+
+
+def record(path: str, res: dict[str, Any]) -> Path:
+    """Merge ``temporal_cost.paths.<path>`` into bench/results/latest.json, keeping the rest
+    of ``temporal_cost`` (the local figures of issue #29's cuts)."""
+    latest = RESULTS / "latest.json"
+    current = json.loads(latest.read_text()) if latest.exists() else {}
+    mine = (current.get("benchmarks") or {}).get("temporal_cost") or {}
+    mine.setdefault("paths", {})[path] = res
+    return write_result("temporal_cost", mine)
+
+
+async def main(args: argparse.Namespace, path: str, bed: Bed, tmp: Path,
+               procs: list[Any]) -> None:
     settings = Settings.from_env()
     store = ObjectStore(settings.etcd_endpoints, settings.store_prefix)
     await store.connect()
     client = await connect(settings.temporal_address, settings.temporal_namespace)
     bench = Bench(store, client, tmp / "clusters", stack_pids(procs))
     try:
-        await bench.cluster("cost-local", 1000)
-        before = sum(r.get("events", 0) for r in await scheduler_runs(client))
-        names = await run_jobs(bench, args.jobs, args.concurrency)
-        await asyncio.sleep(2)  # the last workflow tasks after Succeeded (search attributes)
-        jobs = [await counts(client, f"job/{NS}/{nm}") for nm in names]
-        if args.dump:
-            await dump(client, f"job/{NS}/{names[-1]}")
-            async for wf in client.list_workflows(f"WorkflowId = '{SCHEDULER_ID}'"):
-                await dump(client, wf.id, wf.run_id)
-        sched = [r for r in await scheduler_runs(client)]
-        sched_total = {k: sum(r.get(k, 0) for r in sched) for k in ["events", *KINDS]}
-        sched_total["events"] -= before
-        job = per_item(jobs, {f"scheduler_{k}": v for k, v in sched_total.items()}, args.jobs)
-        floor = per_item(await minimal(client, args.jobs))
-        total = job["events"] + job["scheduler_events"]
-        ratio = total / floor["events"]
-        print(f"{'per job (median)':24s} " + "  ".join(f"{k} {v:g}" for k, v in job.items()))
-        print(f"{'minimal workflow':24s} " + "  ".join(f"{k} {v:g}" for k, v in floor.items()))
-        print(f"events per job (own + scheduler share) {total:.1f} over minimal "
-              f"{floor['events']:g}: events_per_job_over_minimal {ratio:.2f}")
-        path = write_result("temporal_cost", {
-            "jobs": args.jobs, "concurrency": args.concurrency, "local_job": job,
-            "minimal_workflow": floor, "events_per_job_over_minimal": round(ratio, 3)})
-        print(f"results: {path}")
+        res = await count_path(client, bench, path, bed, args)
+        report(path, res, per_item(await minimal(client, args.jobs)))
+        print(f"results: {record(path, res)}")
     finally:
         await stop_stack(procs, tmp)
 
 
+def run_path(args: argparse.Namespace, path: str) -> None:
+    """A private stack (``--spawn``) and this path's bed, the count, both stopped."""
+    workdir = Path(tempfile.mkdtemp(prefix="skyshift-cost-"))
+    with BEDS[path](workdir) as bed:
+        spawned = spawn(workdir)[1] if args.spawn else []
+        asyncio.run(main(args, path, bed, workdir, spawned))
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--spawn", action="store_true", help="run a private stack")
-    ap.add_argument("--jobs", type=int, default=100)
+    ap.add_argument("--spawn", action="store_true", help="run a private stack (one per path)")
+    ap.add_argument("--path", choices=[*PATHS, "all"], default="local")
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="jobs per path (default: 30, SkyPilot 4)")
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--dump", action="store_true",
-                    help="print the event types of one job's history and the scheduler's")
+                    help="print one job's history, the cluster's and the scheduler's")
     arguments = ap.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="skyshift-cost-"))
-    spawned = spawn(workdir)[1] if arguments.spawn else []
-    asyncio.run(main(arguments, workdir, spawned))
+    for which in PATHS if arguments.path == "all" else [arguments.path]:
+        arguments_for = argparse.Namespace(**vars(arguments))
+        if arguments.jobs is None:
+            arguments_for.jobs = 4 if which == "skypilot" else 30
+        run_path(arguments_for, which)
