@@ -5,8 +5,8 @@ The bug this guards: the retried round decided again from newer capacity, overwr
 placement with a different cluster, and the cluster the job's replica really ran on then removed
 it as "no longer placed here": a job Running for good with no replica anywhere.
 
-Three local clusters (fa 4, fb 3 and fc 2 cpus). Each round first fills fa with three gated
-1-cpu jobs (they prefer fa's label), so fb has the most room; then it submits 300 one-replica jobs
+Three local clusters (fa 14, fb 10 and fc 6 cpus). Each round first fills fa with three gated
+4-cpu jobs (they prefer fa's label), so fb has the most room; then it submits 300 one-replica jobs
 of 0.1 cpu that run 15 s, through the API at about 100 per second. The failpoint
 ``place_batch.signalled`` (skyshift/failpoints.py) is armed as the burst starts: the next round
 that has told jobs their placement (fb first) pauses before it returns, and the test kills
@@ -49,8 +49,12 @@ PACE = 0.01  # seconds between two submissions: about 100 jobs/s
 ROUNDS = int(os.environ.get("SKYSHIFT_PLACEMENT_FAULT_ROUNDS", "3"))
 OUTAGE = {"temporal": 10.0, "control": 4.0}
 # seconds a replica runs: the first ones still run when the skylets' sync loops start again
-# after the outage; 90 fit at once, so a round drains in about 4 waves
+# after the outage; once the fillers end all 300 fit at once (30 cpus), so a round drains in one
+# wave: the waves of a smaller bed only added their 15 s each, not a check
 RUNS_FOR = 15.0
+CLUSTERS = (("fa", 14), ("fb", 10), ("fc", 6))
+FILLER_CPUS = 4  # three of them leave fa 2 free: fb has the most room until they end
+HISTORY_READS = 16  # Temporal histories read at once by answers_per_request
 LIVE = ("Pending", "Running")
 FILL = {"fill": "yes"}  # fa's label: the gated fillers prefer it
 
@@ -83,17 +87,25 @@ async def answers_per_request(fs: FaultStack, names: list[str]) -> tuple[int, li
     """From the jobs' Temporal histories: how many ``placed`` signals repeated an answer, and the
     requests (job, seq) that were answered twice differently (what the bug did)."""
     client = await Client.connect(fs.stack.temporal_address)
-    repeats, different = 0, []
-    for name in names:
+    limit = asyncio.Semaphore(HISTORY_READS)
+
+    async def placed(name: str) -> dict[int, list[dict[str, int]]]:
         answers: dict[int, list[dict[str, int]]] = {}
-        async for e in client.get_workflow_handle(job_workflow_id(NS, name)).fetch_history_events():
-            if not e.HasField("workflow_execution_signaled_event_attributes"):
-                continue
-            sig = e.workflow_execution_signaled_event_attributes
-            if sig.signal_name != SIG_PLACED:
-                continue
-            body = json.loads(sig.input.payloads[0].data)
-            answers.setdefault(int(body["seq"]), []).append(body["assignments"])
+        async with limit:
+            handle = client.get_workflow_handle(job_workflow_id(NS, name))
+            async for e in handle.fetch_history_events():
+                if not e.HasField("workflow_execution_signaled_event_attributes"):
+                    continue
+                sig = e.workflow_execution_signaled_event_attributes
+                if sig.signal_name != SIG_PLACED:
+                    continue
+                body = json.loads(sig.input.payloads[0].data)
+                answers.setdefault(int(body["seq"]), []).append(body["assignments"])
+        return answers
+
+    repeats, different = 0, []
+    per_job = await asyncio.gather(*(placed(name) for name in names))
+    for name, answers in zip(names, per_job, strict=True):
         for seq, got in answers.items():
             repeats += len(got) - 1
             if any(a != got[0] for a in got):
@@ -103,7 +115,8 @@ async def answers_per_request(fs: FaultStack, names: list[str]) -> tuple[int, li
 
 async def one_round(fs: FaultStack, fp: Path, component: str, r: int) -> list[str]:
     """Fill, burst, kill at the failpoint, free, restart, wait, verify; returns the problems."""
-    fillers = [fs.job_manifest(f"r{r}-fill-{i}", 0, cpus=1, prefer=FILL, gate=f"fill-{r}")
+    fillers = [fs.job_manifest(f"r{r}-fill-{i}", 0, cpus=FILLER_CPUS, prefer=FILL,
+                               gate=f"fill-{r}")
                for i in range(3)]
     await fs.submit_all(fillers)
     await fs.wait_started(f"r{r}-fill-", 3)
@@ -157,7 +170,7 @@ async def test_kill_right_after_placements_were_signalled(tmp_path: Path, compon
     (fp / f"{PLACE_BATCH_SIGNALLED}.pause").write_text("30")
     # sweeps every 3 s instead of 60: each runs while this round's replicas do
     async with FaultStack(tmp_path, **{ENV: str(fp), "SKYSHIFT_ORPHAN_SWEEP": "3"}) as fs:
-        for name, cpus in (("fa", 4), ("fb", 3), ("fc", 2)):
+        for name, cpus in CLUSTERS:
             await fs.add_cluster(name, cpus, labels=FILL if name == "fa" else None)
         for name in ("fa", "fb", "fc"):
             await fs.cluster_phase(name, "Ready")
