@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import signal
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,16 +51,18 @@ RETRIES = 20  # a submission that fails is tried again (a 409 then means the fir
 
 @dataclass
 class Requests:
-    """HTTP requests through HAProxy: (started, ended, ok) each."""
+    """HTTP requests through HAProxy: (started, ended, why it failed or "") each."""
 
-    log: list[tuple[float, float, bool]] = field(default_factory=list)
+    log: list[tuple[float, float, str]] = field(default_factory=list)
 
-    def failed(self, fault: float | None = None) -> dict[str, int]:
-        """Failed requests, those in flight at ``fault`` (started before, ended after) apart."""
-        bad = [(s, e) for s, e, ok in self.log if not ok]
-        in_flight = sum(1 for s, e in bad if fault is not None and s <= fault <= e)
+    def failed(self, fault: float | None = None) -> dict[str, Any]:
+        """Failed requests, those in flight at ``fault`` (started before, ended after) apart,
+        and what they failed with."""
+        bad = [(s, e, why) for s, e, why in self.log if why]
+        in_flight = sum(1 for s, e, _ in bad if fault is not None and s <= fault <= e)
         return {"requests": len(self.log), "failed": len(bad) - in_flight,
-                "failed_in_flight": in_flight}  # fmt: skip
+                "failed_in_flight": in_flight,
+                "failed_with": dict(Counter(why for *_, why in bad))}  # fmt: skip
 
 
 class HaFaultStack(FaultStack):
@@ -85,12 +87,14 @@ class HaFaultStack(FaultStack):
     async def timed(self, method: str, url: str, **kw: Any) -> httpx.Response | None:
         """One request, logged; None when it failed (no answer or a 5xx)."""
         t0 = time.monotonic()
-        r: httpx.Response | None = None
-        with contextlib.suppress(httpx.HTTPError):
+        why = ""
+        try:
             r = await self.api.request(method, url, timeout=30, **kw)
-        ok = r is not None and r.status_code < 500
-        self.requests.log.append((t0, time.monotonic(), ok))
-        return r if ok else None
+            why = f"HTTP {r.status_code}" if r.status_code >= 500 else ""
+        except httpx.HTTPError as e:
+            why = type(e).__name__
+        self.requests.log.append((t0, time.monotonic(), why))
+        return None if why else r
 
     async def submit(self, manifest: dict[str, Any]) -> float:
         """POST one job, again after a failure; returns the seconds until it was created."""
