@@ -9,7 +9,7 @@ b. ``control``: one control worker SIGKILLed mid-burst;
 c. ``api``: one API replica SIGKILLed while two clients poll the job list through HAProxy;
 d. ``temporal``: the Temporal server stopped (SIGTERM) and started again by ``skyshift up --ha``;
 e. ``rolling``: every SkyShift process (API replicas, control workers, skylet managers) stopped
-   and started again by ``up --ha``, one after the other, during the burst.
+   and started again by ``up --ha``, one after the other, during a burst spread over minutes.
 
 After each fault ``skyshift up --ha`` restarts whatever is down, so the next scenario starts whole.
 Per scenario: jobs Succeeded, lost (never Succeeded), duplicated replicas (a replica that ran
@@ -44,8 +44,12 @@ from tests.faults.lifecycle_helpers import NS, FaultStack, Progress, census
 from tests.fixtures.gobuild import built_binary
 from tests.integration.test_devstack_ha import ha_stack
 
-SKYSHIFT_PROCESSES = ["api-1", "api-2", "control-1", "control-2",
-                      "skylet-manager-1", "skylet-manager-2"]  # fmt: skip
+#: the rolling restart's order: the workers first, while the burst's jobs run, then the API
+SKYSHIFT_PROCESSES = ["control-1", "control-2", "skylet-manager-1", "skylet-manager-2",
+                      "api-1", "api-2"]  # fmt: skip
+#: seconds between two submissions: the rolling restart takes minutes, so its burst is spread
+#: over them (50 jobs: 150 s) to have jobs submitted and running while each process restarts
+PACE = {"rolling": 3.0}
 RETRIES = 20  # a submission that fails is tried again (a 409 then means the first one landed)
 
 
@@ -90,7 +94,9 @@ class HaFaultStack(FaultStack):
         why = ""
         try:
             r = await self.api.request(method, url, timeout=30, **kw)
-            why = f"HTTP {r.status_code}" if r.status_code >= 500 else ""
+            if r.status_code >= 500:  # HAProxy's own answer when no replica is up says so
+                by = " from HAProxy" if "No server is available" in r.text else ""
+                why = f"HTTP {r.status_code}{by}"
         except httpx.HTTPError as e:
             why = type(e).__name__
         self.requests.log.append((t0, time.monotonic(), why))
@@ -165,7 +171,7 @@ async def scenario(fs: HaFaultStack, name: str, fault: Fault, n: int) -> dict[st
     progress = Progress(fs, interval=1.0).start()
     stop = asyncio.Event()
     clients = asyncio.create_task(poll_clients(fs, stop))
-    burst = asyncio.create_task(fs.submit_all(manifests, concurrency=8))
+    burst = asyncio.create_task(fs.submit_all(manifests, concurrency=8, pace=PACE.get(name, 0)))
     await progress.wait("a third submitted", lambda: sum(
         1 for j in fs.jobs if j.startswith(name)) >= n // 3, timeout=900)  # fmt: skip
     at = time.monotonic()
