@@ -30,7 +30,7 @@ import pytest
 from skyshift.client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
 from tests.fixtures.auth import admin_token
-from tests.fixtures.etcd import free_port
+from tests.fixtures.ports import free_port
 
 
 def fault_seconds(default: float = 60.0) -> float:
