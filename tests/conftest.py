@@ -67,7 +67,8 @@ def _labels(item: pytest.Item) -> set[str]:
     it uses a module-scoped fixture (a stack for the module: started once, and the tests of such
     a module may rely on one another's objects)."""
     module = item.nodeid.split("::", 1)[0]
-    labels = {FIXTURE_GROUPS[name] for name in item.fixturenames if name in FIXTURE_GROUPS}
+    names = getattr(item, "fixturenames", ())  # a pytest.Function's; other items have none
+    labels = {FIXTURE_GROUPS[name] for name in names if name in FIXTURE_GROUPS}
     if module in MODULE_GROUPS:
         labels.add(MODULE_GROUPS[module])
     defs = getattr(item, "_fixtureinfo", None)
