@@ -110,6 +110,9 @@ async def test_etcd_restart_503_then_recovery_without_lost_events(
     tasks = [asyncio.create_task(writer(api, i, stop, w)) for i in range(WRITERS)]
 
     await asyncio.sleep(3)
+    deadline = time.monotonic() + 30  # a loaded machine (parallel test workers) starts slowly
+    while not w.acked and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
     assert w.acked, f"no write succeeded before the outage: {w.problems[:3]}"
     w.phase = "outage"
     outage_begin = time.monotonic()
