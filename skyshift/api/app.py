@@ -14,9 +14,9 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse
 
 from skyshift.api import errors, handlers
@@ -230,9 +230,17 @@ def _health_routes(app: FastAPI) -> None:
         "/readyz",
         tags=["Health"],
         summary="Readiness: etcd (and Temporal, when configured) reachable",
+        description=(
+            "`?exclude=temporal` leaves Temporal out: what a load balancer in front of several "
+            "replicas should check, since every replica loses Temporal at once and each still "
+            "serves reads and writes (notifications are sent again when Temporal is back)."
+        ),
         responses={503: {"description": "A dependency is down; the message names it"}},
     )
-    async def readyz(request: Request) -> Any:
+    async def readyz(
+        request: Request,
+        exclude: Annotated[list[Literal["temporal"]] | None, Query()] = None,
+    ) -> Any:
         store: ObjectStore = request.app.state.store
         lifecycle: Lifecycle | None = request.app.state.lifecycle
         timeout = request.app.state.options.probe_timeout
@@ -245,7 +253,7 @@ def _health_routes(app: FastAPI) -> None:
         auth: AuthService | None = request.app.state.auth
         if auth is not None:
             checks["auth"] = "ok" if auth.ready else "unavailable: bootstrap pending"
-        if lifecycle is not None:
+        if lifecycle is not None and "temporal" not in (exclude or []):
             try:
                 ok = await asyncio.wait_for(lifecycle.ready(), timeout)
             except Exception:

@@ -102,8 +102,10 @@ def _haproxy(home: Path, ports: Ports, resolve: bool) -> Component:
 
 
 def haproxy_config(ports: Ports) -> str:
-    """Round robin over the replicas that answer /readyz; a refused connection is retried on
-    the other replica (only connection failures: a request is never sent twice)."""
+    """Round robin over the replicas that answer /readyz?exclude=temporal (every replica loses
+    Temporal at once and each still serves, so Temporal must not empty the pool); a refused
+    connection is retried on the other replica (only connection failures: a request is never
+    sent twice)."""
     servers = "\n".join(
         f"    server api-{i} {LOOPBACK}:{ports.api + i} check" for i in range(1, REPLICAS + 1)
     )
@@ -122,7 +124,7 @@ frontend api
     default_backend api
 backend api
     balance roundrobin
-    option httpchk GET /readyz
+    option httpchk GET /readyz?exclude=temporal
     default-server inter 1s fall 2 rise 2
 {servers}
 """

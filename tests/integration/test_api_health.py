@@ -48,6 +48,22 @@ async def test_readyz_names_temporal_when_down(make_api: Any) -> None:
         r = await c.get("/readyz")
         assert r.status_code == 503
         assert [d["field"] for d in r.json()["error"]["details"]] == ["temporal"]
+        # what a load balancer checks: every replica loses Temporal at once and still serves
+        r = await c.get("/readyz", params={"exclude": "temporal"})
+        assert r.status_code == 200
+        assert "temporal" not in r.json()["checks"]
+        r = await c.get("/readyz", params={"exclude": "etcd"})
+        assert r.status_code == 422
+        assert "exclude" in r.text
+
+
+async def test_readyz_excluding_temporal_still_names_etcd(make_api: Any) -> None:
+    bogus = ObjectStore("127.0.0.1:1", prefix="/down", timeout=0.3)
+    async with asgi_client(make_api(store_=bogus)) as c:
+        r = await c.get("/readyz", params={"exclude": "temporal"})
+        assert r.status_code == 503
+        assert [d["field"] for d in r.json()["error"]["details"]] == ["etcd"]
+    await bogus.close()
 
 
 async def test_openapi_page(api_client: httpx.AsyncClient) -> None:

@@ -155,7 +155,7 @@ def test_ha_values_split_clusters_between_managers_and_serve_https(helm: str) ->
     assert api["spec"]["replicas"] == 3
     probes = container(api)
     assert probes["readinessProbe"]["httpGet"] == {
-        "path": "/readyz",
+        "path": "/readyz?exclude=temporal",
         "port": "http",
         "scheme": "HTTPS",
     }

@@ -41,7 +41,7 @@ def test_haproxy_balances_the_two_replicas() -> None:
     assert "bind 127.0.0.1:40000" in cfg
     assert "server api-1 127.0.0.1:40001 check" in cfg
     assert "server api-2 127.0.0.1:40002 check" in cfg
-    assert "option httpchk GET /readyz" in cfg
+    assert "option httpchk GET /readyz?exclude=temporal" in cfg
 
 
 def test_overlapping_ports_are_refused_by_name() -> None:
