@@ -7,6 +7,7 @@ configuration and production only sets a few variables (see README, "Configurati
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,6 +75,49 @@ def etcd_credentials() -> EtcdCredentials | None:
     if not password:
         raise ValueError(f"the etcd password file {path} is empty")
     return EtcdCredentials(user, password)
+
+
+#: SKYSHIFT_ETCD_TLS_* by what each names: the CA that signed etcd's certificate, and the
+#: client certificate and its key (etcd's ``--client-cert-auth`` asks for one)
+ETCD_TLS_ENV = {
+    "ca": "SKYSHIFT_ETCD_TLS_CA",
+    "cert": "SKYSHIFT_ETCD_TLS_CERT",
+    "key": "SKYSHIFT_ETCD_TLS_KEY",
+}
+
+
+@dataclass(frozen=True)
+class EtcdTls:
+    """PEM files for TLS to etcd: its CA, a client certificate and the certificate's key."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+    def env(self) -> dict[str, str]:
+        """The SKYSHIFT_ETCD_TLS_* variables that name these files."""
+        return {name: str(getattr(self, what)) for what, name in ETCD_TLS_ENV.items()}
+
+
+def etcd_tls(environ: Mapping[str, str] | None = None) -> EtcdTls | None:
+    """TLS to etcd from ``SKYSHIFT_ETCD_TLS_CA``, ``_CERT`` and ``_KEY`` (of ``environ`` when
+    given), or None when none is set (plaintext).
+
+    Raises ValueError naming the variables missing when only some are set.
+    """
+    source = os.environ if environ is None else environ
+    values = {what: source.get(name, "").strip() for what, name in ETCD_TLS_ENV.items()}
+    missing = [ETCD_TLS_ENV[what] for what, value in values.items() if not value]
+    if len(missing) == len(values):
+        return None
+    if missing:
+        raise ValueError(
+            f"{', '.join(missing)} not set: TLS to etcd needs all of "
+            f"{', '.join(ETCD_TLS_ENV.values())} (the CA, a client certificate and its key), "
+            "or none of them"
+        )
+    ca, cert, key = (Path(values[what]).expanduser() for what in ("ca", "cert", "key"))
+    return EtcdTls(ca, cert, key)
 
 
 def parse_endpoints(value: str) -> list[tuple[str, int]]:

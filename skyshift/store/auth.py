@@ -12,22 +12,28 @@ from typing import Any
 import grpc
 from aetcd import rpc
 
-from skyshift.config import EtcdCredentials
+from skyshift.config import EtcdCredentials, EtcdTls
 from skyshift.store.errors import StoreError
 from skyshift.store.transport import auth_not_enabled, make_client, translate
 
 ROOT = "root"
 
 
-async def enable_auth(endpoints: str, credentials: EtcdCredentials, timeout: float = 10.0) -> bool:
-    """Make sure etcd's auth is on and ``credentials`` log in as its root user.
+async def enable_auth(
+    endpoints: str,
+    credentials: EtcdCredentials,
+    timeout: float = 10.0,
+    tls: EtcdTls | None = None,
+) -> bool:
+    """Make sure etcd's auth is on and ``credentials`` log in as its root user (over TLS with
+    ``tls``'s client certificate when given).
 
     Returns True when auth was turned on now, False when it already was with these credentials.
     Raises StoreError when auth is on and the credentials are refused, or etcd is unreachable.
     """
     if credentials.user != ROOT:
         raise StoreError(f"etcd auth is set up for the user {ROOT!r}, not {credentials.user!r}")
-    client = make_client(endpoints, timeout, credentials)
+    client = make_client(endpoints, timeout, credentials, tls)
     try:
         await client.connect()  # logs in: works only once auth is on
         return False
@@ -36,7 +42,7 @@ async def enable_auth(endpoints: str, credentials: EtcdCredentials, timeout: flo
             raise translate(exc, f"log in to etcd at {endpoints} as {ROOT}", timeout) from exc
     finally:
         await client.close()
-    plain = make_client(endpoints, timeout)
+    plain = make_client(endpoints, timeout, tls=tls)
     try:
         await plain.connect()
         stub = rpc.AuthStub(plain.channel)

@@ -9,8 +9,9 @@ flight on it (which may have been accepted) still get their answers; its watches
 resume on the new client from their last revision.
 
 Credentials come from :func:`skyshift.config.etcd_credentials` (``SKYSHIFT_ETCD_USER``,
-``SKYSHIFT_ETCD_PASSWORD_FILE``) unless given. Logging in to an etcd whose auth is off works
-without a token, as etcd's own client does.
+``SKYSHIFT_ETCD_PASSWORD_FILE``) and TLS from :func:`skyshift.config.etcd_tls`
+(``SKYSHIFT_ETCD_TLS_CA``, ``_CERT``, ``_KEY``; none set: plaintext) unless given. Logging in
+to an etcd whose auth is off works without a token, as etcd's own client does.
 """
 
 from __future__ import annotations
@@ -20,18 +21,24 @@ import contextlib
 
 import aetcd
 
-from skyshift.config import EtcdCredentials, etcd_credentials
+from skyshift.config import EtcdCredentials, EtcdTls, etcd_credentials, etcd_tls
 from skyshift.store.errors import StoreError, Unavailable
 from skyshift.store.transport import auth_not_enabled, make_client, translate, wait_ready
 
 
 class Connection:
     def __init__(
-        self, endpoints: str, timeout: float, credentials: EtcdCredentials | None = None
+        self,
+        endpoints: str,
+        timeout: float,
+        credentials: EtcdCredentials | None = None,
+        tls: EtcdTls | None = None,
     ) -> None:
         self.endpoints = endpoints
         self.timeout = timeout
         self._credentials = credentials
+        self._tls = tls
+        self._settings_read = False
         self._client: aetcd.Client | None = None
         self._closing: set[asyncio.Task[None]] = set()
 
@@ -66,14 +73,23 @@ class Connection:
 
     def _current(self, plain: bool) -> aetcd.Client:
         if self._client is None:
-            if self._credentials is None:
-                try:
-                    self._credentials = etcd_credentials()
-                except ValueError as exc:
-                    raise StoreError(f"etcd credentials: {exc}") from None
+            self._read_settings()
             credentials = None if plain else self._credentials
-            self._client = make_client(self.endpoints, self.timeout, credentials)
+            self._client = make_client(self.endpoints, self.timeout, credentials, self._tls)
         return self._client
+
+    def _read_settings(self) -> None:
+        """Credentials and TLS not given come from the environment (read once)."""
+        if self._settings_read:
+            return
+        try:
+            if self._credentials is None:
+                self._credentials = etcd_credentials()
+            if self._tls is None:
+                self._tls = etcd_tls()
+        except ValueError as exc:
+            raise StoreError(f"etcd settings: {exc}") from None
+        self._settings_read = True
 
     def retire(self, client: aetcd.Client) -> None:
         """``client``'s token was refused: the next call gets a new client (a new login)."""

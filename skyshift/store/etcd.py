@@ -24,7 +24,7 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 import aetcd
 from aetcd import rpc
 
-from skyshift.config import EtcdCredentials
+from skyshift.config import EtcdCredentials, EtcdTls
 from skyshift.models.base import Obj
 from skyshift.store.codec import (
     decode,
@@ -85,12 +85,14 @@ class ObjectStore:
         prefix: str = "/skyshift",
         timeout: float = 5.0,
         credentials: EtcdCredentials | None = None,
+        tls: EtcdTls | None = None,
     ) -> None:
-        """``credentials`` default to :func:`skyshift.config.etcd_credentials` (none: no auth)."""
+        """``credentials`` default to :func:`skyshift.config.etcd_credentials` (none: no auth),
+        ``tls`` to :func:`skyshift.config.etcd_tls` (none: plaintext)."""
         self.endpoints = endpoints
         self.prefix = normalize_prefix(prefix)
         self.timeout = timeout
-        self._conn = Connection(endpoints, timeout, credentials)
+        self._conn = Connection(endpoints, timeout, credentials, tls)
         self._closed = False
         self._key_locks: dict[bytes, tuple[asyncio.Lock, list[int]]] = {}
 

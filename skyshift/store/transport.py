@@ -22,8 +22,9 @@ import aetcd
 import grpc
 from aetcd import rpc
 
-from skyshift.config import EtcdCredentials, parse_endpoints
+from skyshift.config import EtcdCredentials, EtcdTls, parse_endpoints
 from skyshift.store.errors import Expired, StoreError, TooLarge, Unavailable
+from skyshift.store.tls import TlsClient, channel_credentials
 
 CHANNEL_OPTIONS: dict[str, Any] = {
     # A list page can legitimately exceed grpc's 4 MiB default.
@@ -42,18 +43,25 @@ CHANNEL_OPTIONS: dict[str, Any] = {
 
 
 def make_client(
-    endpoints: str, timeout: float, credentials: EtcdCredentials | None = None
+    endpoints: str,
+    timeout: float,
+    credentials: EtcdCredentials | None = None,
+    tls: EtcdTls | None = None,
 ) -> aetcd.Client:
     """An unconnected aetcd client for ``host:port[,host:port...]``; with ``credentials`` its
-    ``connect()`` logs in (etcd's Authenticate) and every call carries the token.
+    ``connect()`` logs in (etcd's Authenticate) and every call carries the token; with ``tls``
+    its channel is TLS with that client certificate (:class:`~skyshift.store.tls.TlsClient`).
 
     Several endpoints become a gRPC ``ipv4:a:p,b:q`` target (pick-first fails over in order),
-    which needs IPv4 literals; aetcd formats its target as ``f"{host}:{port}"``.
+    which needs IPv4 literals; aetcd formats its target as ``f"{host}:{port}"``. Over TLS, gRPC
+    checks one name for the whole channel: the first endpoint's host, which every member's
+    certificate must then name.
     """
     try:
         pairs = parse_endpoints(endpoints)
     except ValueError as exc:
         raise StoreError(f"bad etcd endpoints {endpoints!r}: {exc}") from exc
+    options = dict(CHANNEL_OPTIONS)
     if len(pairs) == 1:
         host, port = pairs[0]
     else:
@@ -62,9 +70,13 @@ def make_client(
             raise StoreError(f"several etcd endpoints must be IPv4 addresses: {endpoints!r}")
         joined = ",".join(f"{h}:{p}" for h, p in pairs[:-1])
         host, port = f"ipv4:{joined},{pairs[-1][0]}", pairs[-1][1]
+    if tls is not None:
+        if len(pairs) > 1:
+            options["grpc.ssl_target_name_override"] = pairs[0][0]
+        return TlsClient(host, port, channel_credentials(tls), credentials, timeout, options)
     user, password = (credentials.user, credentials.password) if credentials else (None, None)
     return aetcd.Client(host=host, port=port, username=user, password=password, timeout=timeout,
-                        options=dict(CHANNEL_OPTIONS))  # fmt: skip
+                        options=options)  # fmt: skip
 
 
 def _is_ipv4(host: str) -> bool:
