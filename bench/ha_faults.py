@@ -77,7 +77,9 @@ class HaFaultStack(FaultStack):
         env = self.stack.extra_env
         self.stack = ha_stack(tmp / "home")
         server = built_binary("build-temporal.sh", "temporal-server")
-        self.stack.extra_env.update({**env, "SKYSHIFT_TEMPORAL_SERVER_BIN": server})
+        ui = str(Path(server).parent / "temporal-ui-server")  # built by the same script
+        self.stack.extra_env.update({**env, "SKYSHIFT_TEMPORAL_SERVER_BIN": server,
+                                     "SKYSHIFT_TEMPORAL_UI_BIN": ui})  # fmt: skip
         self.state_dirs = {"local": self.stack.home / "clusters" / "local"}
         self.requests = Requests()
 

@@ -187,9 +187,9 @@ def _isolate(console: Console, home: Path, result: stack.UpResult) -> str | None
 @click.option(
     "--ha",
     is_flag=True,
-    help="The production topology on this machine: 3 etcd members, the Temporal server with "
-    "an mTLS frontend, 2 API replicas behind HAProxy, 2 control workers, 2 skylet managers "
-    "(docs/production.md).",
+    help="The production topology on this machine: 3 etcd members (TLS), the Temporal server "
+    "with an mTLS frontend and its UI, 2 API replicas behind HAProxy, 2 control workers, 2 "
+    "skylet managers (docs/production.md).",
 )
 @handle_errors
 def up(
@@ -238,12 +238,11 @@ def up(
     table.add_column("part")
     table.add_column("where", overflow="fold")
     api_note = "" if "api" not in result.skipped else "  [dim](API not installed)[/]"
-    ui = "none with --ha (docs/production.md)" if ha else result.urls["temporal_ui"]
     api = result.urls["api"] + ("  (HAProxy, 2 replicas behind it)" if ha else "")
     rows = [
         ("etcd", result.urls["etcd"]),
         ("Temporal gRPC", result.urls["temporal"]),
-        ("Temporal UI", ui),
+        ("Temporal UI", result.urls["temporal_ui"]),
         ("API", api + api_note),
         ("OpenAPI docs", result.urls["docs"] + api_note),
         *_metrics_rows(home, result),

@@ -16,9 +16,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from skyshift.config import Settings, etcd_password_file, parse_endpoints
+from skyshift.config import EtcdTls, Settings, etcd_password_file, parse_endpoints
 from skyshift.devstack.errors import StackError as StackError  # re-exported: most import it here
 from skyshift.devstack.etcd_auth import ensure_auth
+from skyshift.devstack.temporal_pki import Pki
 
 LOOPBACK = "127.0.0.1"
 #: skyshift.contract.names.SEARCH_ATTRIBUTES by name, so `skyshift` starts without importing
@@ -76,10 +77,12 @@ class Ports:
 
 @dataclass(frozen=True)
 class HttpHealth:
-    """Healthy when ``GET url`` answers 200 (and, for etcd, ``{"health": "true"}``)."""
+    """Healthy when ``GET url`` answers 200 (and, for etcd, ``{"health": "true"}``); an https
+    ``url`` is checked against ``tls.ca`` with ``tls``'s client certificate."""
 
     url: str
     etcd_json: bool = False
+    tls: EtcdTls | None = None
 
 
 @dataclass(frozen=True)
@@ -232,12 +235,21 @@ class EtcdMember:
 
 
 def etcd_component(home: Path, spec: EtcdMember, health: Health, resolve: bool,
-                   on_healthy: Callable[[], str] | None = None) -> Component:
-    """An etcd member serving plaintext on loopback (client auth is turned on by ``on_healthy``
-    of the stack's first healthy member)."""
-    etcd_url = f"http://{LOOPBACK}:{spec.client}"
-    peer_url = f"http://{LOOPBACK}:{spec.peer}"
+                   on_healthy: Callable[[], str] | None = None,
+                   pki: Pki | None = None) -> Component:
+    """An etcd member on loopback (client auth is turned on by ``on_healthy`` of the stack's
+    first healthy member): plaintext, or with ``pki`` TLS for clients and peers, each side
+    required to show a certificate of ``pki``'s CA (the peers' URLs in ``spec`` then https)."""
+    scheme = "https" if pki else "http"
+    etcd_url = f"{scheme}://{LOOPBACK}:{spec.client}"
+    peer_url = f"{scheme}://{LOOPBACK}:{spec.peer}"
     suffix = spec.name.removeprefix("etcd")
+    tls: list[str] = []
+    if pki is not None:
+        files = [str(p) for p in (pki.server_cert, pki.server_key, pki.ca)]
+        for side in ("", "peer-"):
+            tls += [f"--{side}cert-file", files[0], f"--{side}key-file", files[1],
+                    f"--{side}trusted-ca-file", files[2], f"--{side}client-cert-auth"]
     return Component(
         name=spec.name,
         title=f"etcd{' member ' + suffix.lstrip('-') if suffix else ''}",
@@ -257,6 +269,7 @@ def etcd_component(home: Path, spec: EtcdMember, health: Health, resolve: bool,
             "--auto-compaction-retention", "1h",
             "--logger", "zap",
             "--log-outputs", "stderr",
+            *tls,
         ],
         env={},
         health=health,

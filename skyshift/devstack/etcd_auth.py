@@ -16,7 +16,7 @@ import os
 import secrets
 from pathlib import Path
 
-from skyshift.config import EtcdCredentials, auth_dir, etcd_password_file
+from skyshift.config import EtcdCredentials, EtcdTls, auth_dir, etcd_password_file
 from skyshift.devstack.errors import StackError
 from skyshift.store import StoreError, enable_auth
 
@@ -52,12 +52,13 @@ def ensure_password(home: Path) -> EtcdCredentials:
     return EtcdCredentials(USER, password)
 
 
-def ensure_auth(home: Path, endpoint: str) -> str:
-    """Turn etcd's auth on (or check it is on with our password); a line for the user."""
+def ensure_auth(home: Path, endpoint: str, tls: EtcdTls | None = None) -> str:
+    """Turn etcd's auth on (or check it is on with our password), over TLS with ``tls``'s client
+    certificate when given; a line for the user."""
     credentials = ensure_password(home)
     path = etcd_password_file(home)
     try:
-        enabled = asyncio.run(enable_auth(endpoint, credentials))
+        enabled = asyncio.run(enable_auth(endpoint, credentials, tls=tls))
     except StoreError as exc:
         raise StackError(
             f"etcd client auth: {exc}; if {path} was lost, `skyshift down --purge` starts "

@@ -1,12 +1,15 @@
 """``skyshift up --ha``: the production topology (docs/production.md) on one machine.
 
-Three etcd members with client auth, the Temporal server (scripts/build-temporal.sh) with an
-mTLS frontend on SQLite, two API replicas behind one HAProxy (the CLI talks to HAProxy), two
-control workers and two skylet managers, every SkyShift process connecting to Temporal with the
-client certificate of ``$SKYSHIFT_HOME/pki``. Ports follow from :class:`Ports`:
+Three etcd members with client auth and TLS (clients and peers show certificates of
+``$SKYSHIFT_HOME/pki/etcd``), the Temporal server (scripts/build-temporal.sh) with an mTLS
+frontend on SQLite, the Temporal UI server with a client certificate of its own, two API
+replicas behind one HAProxy (the CLI talks to HAProxy), two control workers and two skylet
+managers, every SkyShift process connecting to Temporal with the client certificate of
+``$SKYSHIFT_HOME/pki`` and to etcd with that of ``pki/etcd``. Ports follow from :class:`Ports`:
 
 - etcd member i (1..3): client ``etcd + i - 1``, peer ``etcd_peer + i - 1``
 - Temporal: frontend ``temporal``, the server's other services and membership the 8 after it
+- the Temporal UI: ``ui``
 - HAProxy ``api``; API replica i: ``api + i``
 - metrics (unless off): ``metrics`` and the 5 after it, in :data:`HA_METRICS` order
 """
@@ -32,8 +35,9 @@ from skyshift.devstack.components import (
     python_processes,
 )
 from skyshift.devstack.etcd_auth import ensure_auth
-from skyshift.devstack.ha_temporal import server_binary, server_ports, temporal_component
+from skyshift.devstack.ha_temporal import server_binaries, server_ports, temporal_component
 from skyshift.devstack.temporal_pki import Pki, ensure_pki
+from skyshift.devstack.temporal_ui import UI_CLIENT, ui_component
 
 MEMBERS = 3
 REPLICAS = 2
@@ -51,7 +55,7 @@ def etcd_endpoints(ports: Ports) -> str:
 def all_ports(ports: Ports) -> list[int]:
     """Every port the HA stack listens on."""
     out = [ports.etcd + i for i in range(MEMBERS)] + [ports.etcd_peer + i for i in range(MEMBERS)]
-    out += server_ports(ports.temporal) + [ports.api + i for i in range(REPLICAS + 1)]
+    out += server_ports(ports.temporal) + [ports.ui] + [ports.api + i for i in range(REPLICAS + 1)]
     if ports.metrics:
         out += [ports.metrics + i for i in range(len(HA_METRICS))]
     if len(set(out)) != len(out) or max(out) > 65535:
@@ -61,26 +65,35 @@ def all_ports(ports: Ports) -> list[int]:
 
 def _layout() -> str:
     return (f"etcd members take --etcd-port and --etcd-peer-port and the {MEMBERS - 1} after "
-            "each, Temporal --temporal-port and 8 after it, the API --api-port and "
-            f"{REPLICAS} after it")  # fmt: skip
+            "each, Temporal --temporal-port and 8 after it, its UI --ui-port, the API --api-port "
+            f"and {REPLICAS} after it")  # fmt: skip
 
 
-def _etcd_members(home: Path, ports: Ports, resolve: bool) -> list[Component]:
+def etcd_pki(home: Path, make: bool = False) -> Pki:
+    """etcd's CA (its own: a Temporal certificate does not open etcd), the members' certificate
+    and the client certificate; ``make``: made first when missing."""
+    d = home / "pki" / "etcd"
+    return ensure_pki(d, ca_name="skyshift-etcd-ca") if make else Pki.under(d)
+
+
+def _etcd_members(home: Path, ports: Ports, resolve: bool, pki: Pki) -> list[Component]:
     names = [f"etcd-{i + 1}" for i in range(MEMBERS)]
-    cluster = ",".join(f"{n}=http://{LOOPBACK}:{ports.etcd_peer + i}" for i, n in enumerate(names))
+    cluster = ",".join(f"{n}=https://{LOOPBACK}:{ports.etcd_peer + i}"
+                       for i, n in enumerate(names))  # fmt: skip
+    tls = pki.etcd_tls()
     out = []
     for i, name in enumerate(names):
         spec = EtcdMember(name, name, ports.etcd + i, ports.etcd_peer + i, cluster,
                           home / name)  # fmt: skip
-        url = f"http://{LOOPBACK}:{spec.client}"
+        url = f"https://{LOOPBACK}:{spec.client}"
         last = i == MEMBERS - 1
         # etcd serves clients only once a quorum has a leader: the first members count as up
         # while they run, the last one once the cluster is healthy (then auth is turned on)
-        health: Health = HttpHealth(f"{url}/health", etcd_json=True) if last else ProcessHealth()
+        health: Health = HttpHealth(f"{url}/health", True, tls) if last else ProcessHealth()
         hook: Callable[[], str] | None = None
         if last:
-            hook = lambda: ensure_auth(home, etcd_endpoints(ports))  # noqa: E731
-        out.append(etcd_component(home, spec, health, resolve, hook))
+            hook = lambda: ensure_auth(home, etcd_endpoints(ports), tls)  # noqa: E731
+        out.append(etcd_component(home, spec, health, resolve, hook, pki))
     return out
 
 
@@ -130,10 +143,11 @@ backend api
 """
 
 
-def _replica(home: Path, ports: Ports, spec: PythonProcess, i: int, pki: Pki) -> Component:
+def _replica(home: Path, ports: Ports, spec: PythonProcess, i: int, pki: Pki,
+             etcd: Pki) -> Component:  # fmt: skip
     name = f"{spec.name}-{i}"
     listens: dict[str, int] = {}
-    env = {"SKYSHIFT_ETCD": etcd_endpoints(ports), **pki.client_env()}
+    env = {"SKYSHIFT_ETCD": etcd_endpoints(ports), **pki.client_env(), **etcd.etcd_tls().env()}
     address = spec.address
     health = spec.health
     if spec.name == "api":
@@ -156,15 +170,17 @@ def build_ha_components(
 ) -> list[Component]:
     """The HA stack in start order (``down`` goes in reverse)."""
     all_ports(ports)
-    pki = ensure_pki(home / "pki") if resolve else Pki.under(home / "pki")
-    binary = server_binary(info) if resolve else None
+    pki = ensure_pki(home / "pki", clients=(UI_CLIENT,)) if resolve else Pki.under(home / "pki")
+    etcd = etcd_pki(home, make=resolve)
+    binaries = server_binaries(info) if resolve else None
     specs = {spec.name: spec for spec in python_processes(ports)}
-    api = [_replica(home, ports, specs["api"], i, pki) for i in range(1, REPLICAS + 1)]
-    workers = [_replica(home, ports, specs[n], i, pki)
+    api = [_replica(home, ports, specs["api"], i, pki, etcd) for i in range(1, REPLICAS + 1)]
+    workers = [_replica(home, ports, specs[n], i, pki, etcd)
                for n in ("control", "skylet-manager") for i in range(1, REPLICAS + 1)]  # fmt: skip
     return [
-        *_etcd_members(home, ports, resolve),
-        temporal_component(home, ports.temporal, pki, binary),
+        *_etcd_members(home, ports, resolve, etcd),
+        temporal_component(home, ports.temporal, pki, binaries.server if binaries else None),
+        ui_component(home, ports, pki, binaries.ui if binaries else None),
         *api,
         _haproxy(home, ports, resolve),
         *workers,

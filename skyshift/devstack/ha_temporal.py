@@ -10,6 +10,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from skyshift.devstack import health
@@ -30,24 +31,46 @@ from skyshift.devstack.temporal_pki import Pki
 
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-temporal.sh"
 BIN_ENV = "SKYSHIFT_TEMPORAL_SERVER_BIN"
+UI_BIN_ENV = "SKYSHIFT_TEMPORAL_UI_BIN"
 NAMESPACE = "default"
 RETENTION_SECONDS = 7 * 86400
 
 
-def server_binary(info: Callable[[str], None]) -> str:
-    """``$SKYSHIFT_TEMPORAL_SERVER_BIN``, else the one scripts/build-temporal.sh has cached
-    (building it first when it is not: about 13 minutes on two cores; its lines go to ``info``)."""
-    override = os.environ.get(BIN_ENV)
-    if override:
-        if not os.access(override, os.X_OK):
-            raise StackError(f"{BIN_ENV}={override} is not an executable file")
-        return override
+@dataclass(frozen=True)
+class Binaries:
+    server: str  # temporal-server
+    ui: str  # temporal-ui-server
+
+
+def _given(variable: str) -> str | None:
+    path = os.environ.get(variable)
+    if path and not os.access(path, os.X_OK):
+        raise StackError(f"{variable}={path} is not an executable file")
+    return path or None
+
+
+def server_binaries(info: Callable[[str], None]) -> Binaries:
+    """``$SKYSHIFT_TEMPORAL_SERVER_BIN`` and ``$SKYSHIFT_TEMPORAL_UI_BIN``, else the binaries
+    scripts/build-temporal.sh has cached (building them first when it has not: about 13 minutes
+    on two cores; its lines go to ``info``)."""
+    server, ui = _given(BIN_ENV), _given(UI_BIN_ENV)
+    if server and ui:
+        return Binaries(server, ui)
+    built = _build(info)
+    return Binaries(server or _built(built, "temporal-server"),
+                    ui or _built(built, "temporal-ui-server"))  # fmt: skip
+
+
+def _build(info: Callable[[str], None]) -> Path:
+    """Run scripts/build-temporal.sh; the bin directory it prints last."""
     if not BUILD_SCRIPT.is_file():
         raise StackError(
-            f"the Temporal server is needed for --ha: build it with scripts/build-temporal.sh "
-            f"(in a SkyShift checkout) and set {BIN_ENV} to its temporal-server"
+            f"the Temporal server and UI are needed for --ha: build them with "
+            f"scripts/build-temporal.sh (in a SkyShift checkout) and set {BIN_ENV} to its "
+            f"temporal-server and {UI_BIN_ENV} to its temporal-ui-server"
         )
-    info("temporal-server: scripts/build-temporal.sh (builds it once if not cached)")
+    info("temporal-server, temporal-ui-server: scripts/build-temporal.sh (builds them once if "
+         "not cached)")  # fmt: skip
     proc = subprocess.Popen([str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)  # fmt: skip
     assert proc.stderr is not None and proc.stdout is not None
@@ -56,8 +79,12 @@ def server_binary(info: Callable[[str], None]) -> str:
     out = proc.stdout.read()
     if proc.wait() != 0 or not out.strip():
         raise StackError(f"scripts/build-temporal.sh failed (exit {proc.returncode}); run it by "
-                         f"hand to see why, or set {BIN_ENV}")  # fmt: skip
-    binary = Path(out.strip().splitlines()[-1]) / "temporal-server"
+                         f"hand to see why, or set {BIN_ENV} and {UI_BIN_ENV}")  # fmt: skip
+    return Path(out.strip().splitlines()[-1])
+
+
+def _built(bin_dir: Path, name: str) -> str:
+    binary = bin_dir / name
     if not os.access(binary, os.X_OK):
         raise StackError(f"scripts/build-temporal.sh did not produce {binary}")
     return str(binary)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 
 import httpx
 
+from skyshift.config import EtcdTls
 from skyshift.devstack.components import (
     Component,
     HttpHealth,
@@ -39,10 +41,18 @@ def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
         return False
 
 
+def _client_tls(tls: EtcdTls) -> ssl.SSLContext:
+    """Verify the server against ``tls.ca`` and show ``tls``'s client certificate."""
+    context = ssl.create_default_context(cafile=str(tls.ca))
+    context.load_cert_chain(str(tls.cert), str(tls.key))
+    return context
+
+
 def check_http(health: HttpHealth) -> HealthResult:
     try:
-        resp = httpx.get(health.url, timeout=CHECK_TIMEOUT)
-    except httpx.HTTPError as exc:
+        verify: ssl.SSLContext | bool = _client_tls(health.tls) if health.tls else True
+        resp = httpx.get(health.url, timeout=CHECK_TIMEOUT, verify=verify)
+    except (httpx.HTTPError, OSError) as exc:  # ssl.SSLError is an OSError
         return HealthResult(False, f"GET {health.url}: {type(exc).__name__}")
     if resp.status_code != 200:
         return HealthResult(False, f"GET {health.url}: HTTP {resp.status_code}")

@@ -29,7 +29,7 @@ from skyshift.devstack.components import (
     module_installed,
 )
 from skyshift.devstack.etcd_auth import secure_home
-from skyshift.devstack.ha import build_ha_components, etcd_endpoints
+from skyshift.devstack.ha import build_ha_components, etcd_endpoints, etcd_pki
 from skyshift.devstack.local import stop_balancers, stop_replicas, work_roots
 
 STATE_FILE = "stack.json"
@@ -77,9 +77,9 @@ def urls(ports: Ports, home: Path, mode: str = "single") -> dict[str, str]:
     """Where each part listens (the table ``up`` prints, and ``stack.json["urls"]``)."""
     if mode == "ha":
         return {
-            "etcd": etcd_endpoints(ports),
+            "etcd": f"{etcd_endpoints(ports)} (TLS, certificates in {etcd_pki(home).ca.parent})",
             "temporal": f"{LOOPBACK}:{ports.temporal} (mTLS, certificates in {home / 'pki'})",
-            "temporal_ui": "",
+            "temporal_ui": f"http://{LOOPBACK}:{ports.ui}",
             "api": f"http://{LOOPBACK}:{ports.api}",
             "docs": f"http://{LOOPBACK}:{ports.api}/docs",
             "logs": str(home / "logs"),

@@ -1,9 +1,12 @@
-"""Certificates for the Temporal server's mTLS frontend: a CA, the frontend's certificate and a
-client certificate for SkyShift's processes.
+"""Certificates for a server that requires client certificates: a CA, the server's certificate,
+a client certificate for SkyShift's processes and, when asked, more client certificates.
 
-``skyshift up --ha`` keeps them under ``$SKYSHIFT_HOME/pki`` (made once, reused by later ``up``\\s);
+``skyshift up --ha`` keeps the Temporal frontend's set under ``$SKYSHIFT_HOME/pki`` (with one more
+client certificate, ``temporal-ui``, for the Temporal UI server) and etcd's, from a CA of its
+own, under ``$SKYSHIFT_HOME/pki/etcd`` (made once, reused by later ``up``\\s);
 tests/integration/test_temporal_server.py makes a set per test server. Keys are ECDSA P-256
-(PKCS#8, mode 0600); the frontend's certificate names ``localhost`` and ``127.0.0.1``.
+(PKCS#8, mode 0600); the server's certificate names ``localhost`` and ``127.0.0.1`` and serves as
+a client certificate too (etcd members use it between each other).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from skyshift.config import EtcdTls
 
 #: the name the frontend's certificate is issued for (SKYSHIFT_TEMPORAL_TLS_SERVER_NAME)
 SERVER_NAME = "localhost"
@@ -35,9 +40,19 @@ class Pki:
         return cls(d / "ca.pem", d / "server.pem", d / "server-key.pem", d / "client.pem",
                    d / "client-key.pem")  # fmt: skip
 
-    def complete(self) -> bool:
-        return all(p.is_file() for p in (self.ca, self.server_cert, self.server_key,
-                                         self.client_cert, self.client_key))  # fmt: skip
+    def leaf(self, name: str) -> tuple[Path, Path]:
+        """(certificate, key) of the extra client certificate ``name``."""
+        d = self.ca.parent
+        return d / f"{name}.pem", d / f"{name}-key.pem"
+
+    def complete(self, clients: tuple[str, ...] = ()) -> bool:
+        paths = [self.ca, self.server_cert, self.server_key, self.client_cert, self.client_key]
+        paths += [path for name in clients for path in self.leaf(name)]
+        return all(p.is_file() for p in paths)
+
+    def etcd_tls(self) -> EtcdTls:
+        """The CA and the client certificate as SKYSHIFT_ETCD_TLS_* name them."""
+        return EtcdTls(self.ca, self.client_cert, self.client_key)
 
     def client_env(self) -> dict[str, str]:
         """SKYSHIFT_TEMPORAL_TLS_* for a process that connects with the client certificate."""
@@ -93,21 +108,28 @@ def _write(
     )
 
 
-def make_pki(d: Path, ca_name: str = "skyshift-temporal-ca", days: int = 1) -> Pki:
-    """A new CA, the frontend's certificate (also the server's own client certificate for its
-    system workers) and a client certificate for SkyShift, written under ``d`` (0700)."""
+def make_pki(
+    d: Path, ca_name: str = "skyshift-temporal-ca", days: int = 1, clients: tuple[str, ...] = ()
+) -> Pki:
+    """A new CA, the server's certificate (also the server's own client certificate, for the
+    Temporal server's system workers and etcd's peers), a client certificate for SkyShift and
+    one for each of ``clients`` (its common name), written under ``d`` (0700)."""
     d.mkdir(mode=0o700, parents=True, exist_ok=True)
     ca, ca_key = _issue(ca_name, None, server=False, days=days)
+    issuer = (ca.subject, ca_key)
     pki = Pki.under(d)
     pki.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    _write(*_issue(SERVER_NAME, (ca.subject, ca_key), True, days), pki.server_cert,
-           pki.server_key)  # fmt: skip
-    _write(*_issue("skyshift", (ca.subject, ca_key), False, days), pki.client_cert,
-           pki.client_key)  # fmt: skip
+    _write(*_issue(SERVER_NAME, issuer, True, days), pki.server_cert, pki.server_key)
+    _write(*_issue("skyshift", issuer, False, days), pki.client_cert, pki.client_key)
+    for name in clients:
+        _write(*_issue(name, issuer, False, days), *pki.leaf(name))
     return pki
 
 
-def ensure_pki(d: Path, days: int = 365) -> Pki:
-    """The certificates under ``d``, made on the first call (the CA's key is not kept)."""
+def ensure_pki(
+    d: Path, days: int = 365, ca_name: str = "skyshift-temporal-ca", clients: tuple[str, ...] = ()
+) -> Pki:
+    """The certificates under ``d``, made on the first call (the CA's key is not kept, so a
+    set missing a file is made anew)."""
     pki = Pki.under(d)
-    return pki if pki.complete() else make_pki(d, days=days)
+    return pki if pki.complete(clients) else make_pki(d, ca_name, days, clients)

@@ -1,33 +1,44 @@
 """``skyshift up --ha``: the production topology on one machine, checked as a user would.
 
-`up --ha` in a temporary home on free ports starts three etcd members, the Temporal server (built
-by scripts/build-temporal.sh) with an mTLS frontend, two API replicas behind HAProxy, two control
-workers and two skylet managers; `skyshift status` lists each with its pid; a job submitted with
-skyctl through HAProxy runs to Succeeded on the local cluster, and so does a second one after one
-etcd member and one API replica are SIGKILLed; `down --purge` leaves no process.
+`up --ha` in a temporary home on free ports starts three etcd members (TLS with client
+certificates), the Temporal server (built by scripts/build-temporal.sh) with an mTLS frontend and
+the Temporal UI server, two API replicas behind HAProxy, two control workers and two skylet
+managers; `skyshift status` lists each with its pid; a job submitted with skyctl through HAProxy
+runs to Succeeded on the local cluster, the UI's API lists its workflow (the UI server reached the
+mTLS frontend with its own certificate), and a second job succeeds after one etcd member and one
+API replica are SIGKILLed; etcd refuses a plaintext client and one without a certificate;
+`down --purge` leaves no process.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+import ssl
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
+from skyshift.config import EtcdCredentials, EtcdTls
+from skyshift.contract.names import job_workflow_id
 from skyshift.devstack import procs
+from skyshift.store import ObjectStore, Unavailable
 from tests.fixtures.gobuild import built_binary
 from tests.fixtures.ports import free_port_run, free_ports
 from tests.fixtures.stack import DevStack, require_stack_binaries, skyctl_argv
 
 pytestmark = pytest.mark.integration
 
-PROCESSES = ["etcd-1", "etcd-2", "etcd-3", "temporal", "api-1", "api-2", "haproxy",
-             "control-1", "control-2", "skylet-manager-1", "skylet-manager-2"]  # fmt: skip
+PROCESSES = ["etcd-1", "etcd-2", "etcd-3", "temporal", "temporal-ui", "api-1", "api-2",
+             "haproxy", "control-1", "control-2", "skylet-manager-1",
+             "skylet-manager-2"]  # fmt: skip
 
 
 def ha_stack(home: Path) -> DevStack:
@@ -46,6 +57,7 @@ def ha(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     server = built_binary("build-temporal.sh", "temporal-server")
     stack = ha_stack(tmp_path_factory.mktemp("skyshift-ha"))
     stack.extra_env["SKYSHIFT_TEMPORAL_SERVER_BIN"] = server
+    stack.extra_env["SKYSHIFT_TEMPORAL_UI_BIN"] = str(Path(server).parent / "temporal-ui-server")
     up = stack.run_skyshift("up", "--ha", timeout=900)
     try:
         assert up.returncode == 0, f"up --ha failed:\n{up.stdout}\n{up.stderr}"
@@ -73,14 +85,16 @@ def skyctl(stack: DevStack, *args: str, timeout: float = 60) -> str:
     return done.stdout
 
 
-def job_succeeds(stack: DevStack) -> None:
-    """A job submitted through HAProxy (the CLI's server) runs to Succeeded and prints."""
+def job_succeeds(stack: DevStack) -> str:
+    """A job submitted through HAProxy (the CLI's server) runs to Succeeded and prints; its
+    name."""
     name = f"ha-{uuid.uuid4().hex[:6]}"
     skyctl(stack, "create", "job", name, "--run", f"echo hello {name}", "--cpus", "0.1",
            "--restart_policy", "Never")  # fmt: skip
     skyctl(stack, "wait", "job", name, "--for", "phase=Succeeded", "--timeout", "240",
            timeout=300)  # fmt: skip
     assert f"hello {name}" in skyctl(stack, "logs", name)
+    return name
 
 
 def test_status_lists_every_process_with_its_pid(ha: DevStack) -> None:
@@ -98,8 +112,43 @@ def test_the_cli_talks_to_haproxy(ha: DevStack) -> None:
     assert ha.env["SKYSHIFT_SERVER"] == f"http://127.0.0.1:{ha.ports['api']}"
 
 
-def test_a_job_runs_through_haproxy(ha: DevStack) -> None:
-    job_succeeds(ha)
+def test_a_job_runs_through_haproxy_and_the_ui_lists_its_workflow(ha: DevStack) -> None:
+    name = job_succeeds(ha)
+    page = httpx.get(f"{ha.temporal_ui_url}/", timeout=10)
+    assert page.status_code == 200 and "<html" in page.text.lower()
+    # the UI server's API is the frontend's, over its own mTLS connection
+    url = f"{ha.temporal_ui_url}/api/v1/namespaces/default/workflows"
+    wanted = job_workflow_id("default", name)
+    found: list[str] = []
+    for _ in range(30):  # visibility trails the workflow's start a little
+        answer = httpx.get(url, params={"query": f"WorkflowId = '{wanted}'"}, timeout=10)
+        assert answer.status_code == 200, answer.text
+        found = [e["execution"]["workflowId"] for e in answer.json().get("executions", [])]
+        if wanted in found:
+            break
+        time.sleep(1)
+    assert wanted in found
+    up = json.loads((ha.home / "stack.json").read_text())
+    assert up["urls"]["temporal_ui"] == ha.temporal_ui_url
+
+
+def test_etcd_refuses_plaintext_and_clients_without_a_certificate(ha: DevStack) -> None:
+    endpoint = f"127.0.0.1:{ha.ports['etcd'] + 2}"  # etcd-3: the member no test kills
+    password = (ha.home / "auth" / "etcd-password").read_text().strip()
+    login = EtcdCredentials("root", password)
+    pki = ha.home / "pki" / "etcd"
+    tls = EtcdTls(pki / "ca.pem", pki / "client.pem", pki / "client-key.pem")
+
+    async def revision(tls: EtcdTls | None) -> int:
+        async with ObjectStore(endpoint, timeout=3.0, credentials=login, tls=tls) as store:
+            return await store.revision()
+
+    assert asyncio.run(revision(tls)) > 0  # the password and the client certificate
+    with pytest.raises(Unavailable):
+        asyncio.run(revision(None))  # the password over plaintext
+    with pytest.raises(httpx.HTTPError):  # TLS, but no client certificate
+        httpx.get(f"https://{endpoint}/health", timeout=5,
+                  verify=ssl.create_default_context(cafile=str(tls.ca)))  # fmt: skip
 
 
 def test_a_job_runs_after_losing_an_etcd_member_and_an_api_replica(ha: DevStack) -> None:

@@ -1,5 +1,6 @@
 """The layout of ``skyshift up --ha`` without starting anything: its processes in order, ports,
-the skylet managers' selectors, HAProxy's config, and the client certificate everywhere."""
+the skylet managers' selectors, HAProxy's config, the client certificates everywhere, etcd's
+TLS and the Temporal UI's own certificate."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ from pathlib import Path
 from unittest.mock import Mock
 
 import pytest
+import yaml
 
 from skyshift.devstack import ha_temporal, procs, stack
-from skyshift.devstack.components import Ports, StackError
+from skyshift.devstack.components import HttpHealth, Ports, StackError
 from skyshift.devstack.ha import MANAGER_LABEL, all_ports, build_ha_components, haproxy_config
+from skyshift.devstack.temporal_pki import make_pki
+from skyshift.devstack.temporal_ui import UI_CLIENT, ui_component
 from skyshift.lifecycle.client import tls_config
 from skyshift.store import parse_selector
 
@@ -19,7 +23,7 @@ from skyshift.store import parse_selector
 def test_processes_in_start_order_with_the_client_certificate(tmp_path: Path) -> None:
     components = build_ha_components(tmp_path, Ports(), resolve=False)
     assert [c.name for c in components] == [
-        "etcd-1", "etcd-2", "etcd-3", "temporal", "api-1", "api-2", "haproxy",
+        "etcd-1", "etcd-2", "etcd-3", "temporal", "temporal-ui", "api-1", "api-2", "haproxy",
         "control-1", "control-2", "skylet-manager-1", "skylet-manager-2",
     ]  # fmt: skip
     python = [c for c in components if c.module is not None]
@@ -27,7 +31,38 @@ def test_processes_in_start_order_with_the_client_certificate(tmp_path: Path) ->
     for c in python:
         assert c.env["SKYSHIFT_TEMPORAL_TLS_CERT"] == str(tmp_path / "pki" / "client.pem")
         assert c.env["SKYSHIFT_ETCD"] == "127.0.0.1:23790,127.0.0.1:23791,127.0.0.1:23792"
-    assert len(set(all_ports(Ports()))) == 3 + 3 + 9 + 3 + 6
+        assert c.env["SKYSHIFT_ETCD_TLS_CERT"] == str(tmp_path / "pki" / "etcd" / "client.pem")
+        assert c.env["SKYSHIFT_ETCD_TLS_CA"] == str(tmp_path / "pki" / "etcd" / "ca.pem")
+    assert len(set(all_ports(Ports()))) == 3 + 3 + 9 + 1 + 3 + 6
+
+
+def test_etcd_members_serve_tls_to_clients_and_peers(tmp_path: Path) -> None:
+    members = build_ha_components(tmp_path, Ports(), resolve=False)[:3]
+    etcd = tmp_path / "pki" / "etcd"
+    for member in members:
+        argv = member.argv
+        assert argv[argv.index("--listen-client-urls") + 1].startswith("https://127.0.0.1:")
+        assert argv[argv.index("--trusted-ca-file") + 1] == str(etcd / "ca.pem")
+        assert argv[argv.index("--peer-cert-file") + 1] == str(etcd / "server.pem")
+        assert "--client-cert-auth" in argv and "--peer-client-cert-auth" in argv
+        cluster = argv[argv.index("--initial-cluster") + 1]
+        assert cluster.count("=https://") == 3
+    health = members[-1].health
+    assert isinstance(health, HttpHealth) and health.url.startswith("https://")
+    assert health.tls is not None and health.tls.cert == etcd / "client.pem"
+
+
+def test_the_ui_reaches_the_frontend_with_its_own_certificate(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path / "pki", clients=(UI_CLIENT,))
+    ui = ui_component(tmp_path, Ports(temporal=41000, ui=41100), pki, "/bin/ui-server")
+    config = yaml.safe_load((tmp_path / "temporal-ui" / "config" / "development.yaml").read_text())
+    assert config["temporalGrpcAddress"] == "127.0.0.1:41000"
+    assert (config["host"], config["port"]) == ("127.0.0.1", 41100)
+    assert config["tls"]["certFile"] == str(tmp_path / "pki" / "temporal-ui.pem")
+    assert config["tls"]["caFile"] == str(pki.ca)
+    assert config["tls"]["enableHostVerification"] is True
+    assert ui.argv[0] == "/bin/ui-server" and ui.argv[-1] == "start"
+    assert ui.listens == {"Temporal UI": 41100}
 
 
 def test_the_skylet_managers_split_the_clusters() -> None:
@@ -61,11 +96,13 @@ def test_without_a_checkout_the_message_names_the_build_script(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.delenv(ha_temporal.BIN_ENV, raising=False)
+    monkeypatch.delenv(ha_temporal.UI_BIN_ENV, raising=False)
     monkeypatch.setattr(ha_temporal, "BUILD_SCRIPT", tmp_path / "missing.sh")
     with pytest.raises(
-        StackError, match=r"scripts/build-temporal\.sh.*SKYSHIFT_TEMPORAL_SERVER_BIN"
+        StackError,
+        match=r"scripts/build-temporal\.sh.*SKYSHIFT_TEMPORAL_SERVER_BIN.*SKYSHIFT_TEMPORAL_UI_BIN",
     ):
-        ha_temporal.server_binary(lambda _line: None)
+        ha_temporal.server_binaries(lambda _line: None)
 
 
 def test_up_refuses_to_switch_kinds_while_the_other_runs(tmp_path: Path) -> None:
