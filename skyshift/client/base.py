@@ -20,6 +20,9 @@ from skyshift.client.types import ExecResult, WatchEvent
 from skyshift.models import KindInfo, parse_object
 
 DEFAULT_TIMEOUT = 30.0
+#: a logs read: the API answers it within its own bound (50 s, a 504 naming the cluster that did
+#: not answer; lifecycle/starter.py LOGS_BUDGET), so the client waits longer than that
+LOGS_READ_TIMEOUT = 60.0
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 

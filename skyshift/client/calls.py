@@ -25,6 +25,7 @@ import httpx
 from skyshift.client.base import (
     DEFAULT_TIMEOUT,
     JSON_PATCH,
+    LOGS_READ_TIMEOUT,
     MERGE_PATCH,
     Pager,
     apply_body,
@@ -73,18 +74,22 @@ class Request:
     params: Mapping[str, str] | None = None
     body: Any = None
     content_type: str = "application/json"
+    timeout: float | None = None  # this request's own, instead of the client's (a logs read)
 
     def send_args(self) -> dict[str, Any]:
         """Keyword arguments of ``httpx.Client.request`` / ``httpx.AsyncClient.request``."""
         content = None if self.body is None else json.dumps(self.body).encode()
         headers = {"Content-Type": self.content_type} if content is not None else None
-        return {
+        args: dict[str, Any] = {
             "method": self.method,
             "url": self.path,
             "params": self.params,
             "content": content,
             "headers": headers,
         }
+        if self.timeout is not None:
+            args["timeout"] = self.timeout
+        return args
 
 
 @dataclass(frozen=True)
@@ -207,8 +212,9 @@ class Calls(Generic[TransportT]):
         params: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        timeout: float | None = None,
     ) -> Op[httpx.Response]:
-        response = yield Request(method, path, params, body, content_type)
+        response = yield Request(method, path, params, body, content_type, timeout)
         if self.on_warning is not None:
             for text in warnings_of(response):
                 self.on_warning(text)
@@ -430,7 +436,9 @@ class Calls(Generic[TransportT]):
         """The job's logs as text (``tail``: last N lines)."""
         params = {"tail": str(tail)} if tail is not None else None
         path = object_path(resolve_kind("jobs"), name, namespace or self.namespace) + "/logs"
-        data = yield from self._call_op("GET", path, params=params)
+        # the API answers a logs read within LOGS_BUDGET (a 504 naming a cluster that did not
+        # answer): wait for that answer, past the client's usual timeout
+        data = yield from self._call_op("GET", path, params=params, timeout=LOGS_READ_TIMEOUT)
         if data is None:
             return ""
         return data if isinstance(data, str) else json.dumps(data)

@@ -183,6 +183,21 @@ class Page:
 
         return self.d.find_element(By.CSS_SELECTOR, selector)
 
+    def click(self, selector: str) -> None:
+        """Click the first match, found again when the page drew it anew in between (a table
+        row's button is replaced on every watch event)."""
+
+        def clicked(_: Any) -> bool:
+            self.css(selector).click()
+            return True
+
+        self.wait(clicked, f"a click on {selector}")
+
+    def attribute(self, selector: str, name: str) -> str:
+        """Attribute ``name`` of the first match (read again when it was drawn anew)."""
+        return str(self.wait(lambda _: self.css(selector).get_attribute(name) or "",
+                             f"{name} of {selector}"))
+
     def all(self, selector: str) -> list[Any]:
         from selenium.webdriver.common.by import By
 

@@ -71,7 +71,7 @@ def click_action(page: Page, selector: str, action: str, answer: str | None) -> 
     page.wait(lambda _: page.visible(f"{selector} button.action-{action}"), f"{action} button")
     if page.visible("#notice"):  # dismiss the last action's notice: the next one is new
         page.css("#notice-close").click()
-    page.css(f"{selector} button.action-{action}").click()
+    page.click(f"{selector} button.action-{action}")
     if answer is None:
         return
     page.wait(lambda _: page.visible("#confirm"), "the confirmation dialog")

@@ -83,7 +83,7 @@ def test_job_page_follows_a_real_job_to_its_end(
     workflow = admin.get(f"/default/jobs/{name}").json()["status"]["workflowId"]
     monkeypatch.setenv("SKYSHIFT_TEMPORAL_UI", devstack.temporal_ui_url)
     monkeypatch.delenv("SKYSHIFT_TEMPORAL_NAMESPACE", raising=False)
-    href = page.css("#job-workflow a.temporal-link").get_attribute("href")
+    href = page.attribute("#job-workflow a.temporal-link", "href")
     assert href == temporal_ui_link(workflow)
     assert httpx.get(href, timeout=30).status_code == 200
 

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from skyshift.client import ApiError, AsyncSkyShiftClient, SkyShiftClient
+from skyshift.client.base import LOGS_READ_TIMEOUT
 from skyshift.client.errors import error_from_response
 from skyshift.models import Job
 
@@ -177,6 +178,24 @@ def test_watch_parses_ndjson_and_skips_keepalives() -> None:
     events = list(client(handler).watch("jobs", resource_version="2", timeout=5))
     assert [(e.type, e.resource_version) for e in events] == [("ADDED", "3"), ("MODIFIED", "4")]
     assert params[0] == {"watch": "true", "resourceVersion": "2", "timeoutSeconds": "5"}
+
+
+def test_logs_read_waits_past_the_clients_timeout_for_the_apis_answer() -> None:
+    """The API answers a logs read within its own bound (a 504 naming a slow cluster), longer
+    than the client's usual timeout: the read must wait for that answer, other calls not."""
+    seen: dict[str, dict[str, Any]] = {}
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        seen[req.url.path] = req.extensions["timeout"]
+        if req.url.path.endswith("/logs"):
+            return httpx.Response(200, text="hello\n", headers={"content-type": "text/plain"})
+        return httpx.Response(200, json={"kind": "Job", "metadata": {"name": "a"}})
+
+    c = client(handler, timeout=30)
+    assert c.logs("a") == "hello\n"
+    c.get("jobs", "a")
+    assert seen["/default/jobs/a/logs"]["read"] == LOGS_READ_TIMEOUT > 50
+    assert seen["/default/jobs/a"]["read"] == 30
 
 
 def test_watch_error_event_raises() -> None:

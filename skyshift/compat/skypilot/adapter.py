@@ -79,7 +79,8 @@ _SKY_LINES = 10  # lines SkyPilot adds after a job's output in ``sky logs``
 _NOT_STARTED = ("INIT", "PENDING")  # no log yet: `sky logs` would wait for one, then say so
 _LISTING_TTL = 15.0  # seconds a listing names a replica's latest job for logs
 _STATE_REUSE = 5.0  # seconds state() takes the last listing as its own
-LOGS_TIMEOUT = 15.0  # one `sky logs` call (seconds when well; the API answers within 20)
+LOGS_TIMEOUT = 40.0  # one `sky logs` call (seconds when well, over 15 s on a loaded machine;
+#                      the API gives a cluster 45 s)
 
 
 @dataclass
