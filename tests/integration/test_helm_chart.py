@@ -139,6 +139,9 @@ def test_every_process_connects_to_temporal_with_a_client_certificate(helm: str)
         assert env["SKYSHIFT_ETCD_USER"] == "skyshift"
         password = mounted(d, env["SKYSHIFT_ETCD_PASSWORD_FILE"])
         assert password["secret"]["secretName"] == "skyshift-etcd"
+        # etcd over TLS with a client certificate (the HA values turn it on)
+        for var in ("SKYSHIFT_ETCD_TLS_CERT", "SKYSHIFT_ETCD_TLS_KEY", "SKYSHIFT_ETCD_TLS_CA"):
+            assert mounted(d, env[var])["secret"]["secretName"] == "skyshift-etcd-client", var
 
 
 def test_ha_values_split_clusters_between_managers_and_serve_https(helm: str) -> None:
@@ -170,7 +173,8 @@ def test_plaintext_temporal_drops_the_certificate(helm: str) -> None:
     deps = deployments(render(helm, sets=("temporal.tls.enabled=false", "etcd.auth.enabled=false")))
     for d in deps.values():
         assert not any(
-            k.startswith(("SKYSHIFT_TEMPORAL_TLS_", "SKYSHIFT_ETCD_USER")) for k in env_of(d)
+            k.startswith(("SKYSHIFT_TEMPORAL_TLS_", "SKYSHIFT_ETCD_USER", "SKYSHIFT_ETCD_TLS_"))
+            for k in env_of(d)
         )
 
 

@@ -30,6 +30,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "skyshift.home" -}}/var/lib/skyshift{{- end -}}
 {{- define "skyshift.temporalTlsDir" -}}/etc/skyshift/temporal-tls{{- end -}}
 {{- define "skyshift.etcdAuthDir" -}}/etc/skyshift/etcd-auth{{- end -}}
+{{- define "skyshift.etcdTlsDir" -}}/etc/skyshift/etcd-tls{{- end -}}
 
 {{/* Environment every SkyShift process gets, after the ConfigMap's (envFrom). */}}
 {{- define "skyshift.env" -}}
@@ -44,6 +45,16 @@ app.kubernetes.io/component: {{ .component }}
   value: {{ required "etcd.auth.user" .Values.etcd.auth.user | quote }}
 - name: SKYSHIFT_ETCD_PASSWORD_FILE
   value: {{ include "skyshift.etcdAuthDir" . }}/{{ .Values.etcd.auth.passwordKey }}
+{{- end }}
+{{- with .Values.etcd.tls }}
+{{- if .enabled }}
+- name: SKYSHIFT_ETCD_TLS_CERT
+  value: {{ include "skyshift.etcdTlsDir" $ }}/{{ .certKey }}
+- name: SKYSHIFT_ETCD_TLS_KEY
+  value: {{ include "skyshift.etcdTlsDir" $ }}/{{ .keyKey }}
+- name: SKYSHIFT_ETCD_TLS_CA
+  value: {{ include "skyshift.etcdTlsDir" $ }}/{{ .caKey }}
+{{- end }}
 {{- end }}
 {{- with .Values.temporal.tls }}
 {{- if .enabled }}
@@ -79,6 +90,12 @@ the Secrets for etcd and Temporal. */}}
     items:
       - {key: {{ .Values.etcd.auth.passwordKey }}, path: {{ .Values.etcd.auth.passwordKey }}}
 {{- end }}
+{{- if .Values.etcd.tls.enabled }}
+- name: etcd-tls
+  secret:
+    secretName: {{ required "etcd.tls.secretName" .Values.etcd.tls.secretName }}
+    defaultMode: 0440
+{{- end }}
 {{- if .Values.temporal.tls.enabled }}
 - name: temporal-tls
   secret:
@@ -92,6 +109,9 @@ the Secrets for etcd and Temporal. */}}
 - {name: tmp, mountPath: /tmp}
 {{- if .Values.etcd.auth.enabled }}
 - {name: etcd-auth, mountPath: {{ include "skyshift.etcdAuthDir" . }}, readOnly: true}
+{{- end }}
+{{- if .Values.etcd.tls.enabled }}
+- {name: etcd-tls, mountPath: {{ include "skyshift.etcdTlsDir" . }}, readOnly: true}
 {{- end }}
 {{- if .Values.temporal.tls.enabled }}
 - {name: temporal-tls, mountPath: {{ include "skyshift.temporalTlsDir" . }}, readOnly: true}
