@@ -160,10 +160,44 @@ def _start_sshd(root: Path, account: pwd.struct_passwd, conf: Path) -> tuple[int
     return port, pid
 
 
+#: the pid of the process holding :data:`LOCK_FILE` (written by whoever takes it)
+HOLDER_FILE = LOCK_FILE.with_name(LOCK_FILE.name + ".holder")
+
+
+def record_holder(pid: int) -> None:
+    """Say which process holds the test bed lock (read when another one finds it busy)."""
+    HOLDER_FILE.write_text(f"{pid}\n")
+
+
+def _ancestors() -> set[int]:
+    """This process and every process above it (from /proc)."""
+    found, pid = set(), os.getpid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: ppid
+    return found
+
+
+def _held_by_ancestor() -> int | None:
+    """The lock holder's pid when it is this process or one above it (waiting would never
+    end: it frees the lock only after we return), else None."""
+    try:
+        holder = int(HOLDER_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return holder if holder in _ancestors() else None
+
+
 @contextlib.contextmanager
 def testbed_lock(wait: float = 3600.0) -> Iterator[None]:
     """One test bed at a time on a machine: SkyPilot's user has one home (``~/.slurm/config``),
-    one API server and one port, so a second pytest session waits for the first to end."""
+    one API server and one port, so a second pytest session waits for the first to end. When
+    the holder is this process or its parent (a test session running ``skyshift sim skypilot
+    up`` while its own fixture holds the bed) it fails at once instead of waiting forever."""
     with LOCK_FILE.open("a") as f:
         deadline = time.monotonic() + wait
         while True:
@@ -171,9 +205,15 @@ def testbed_lock(wait: float = 3600.0) -> Iterator[None]:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if (holder := _held_by_ancestor()) is not None:
+                    raise RuntimeError(
+                        f"the SkyPilot test bed ({LOCK_FILE}) is held by pid {holder}, which "
+                        "this process runs under: it would wait for itself"
+                    ) from None
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"the SkyPilot test bed stayed busy ({LOCK_FILE})") from None
                 time.sleep(2)
+        record_holder(os.getpid())
         try:
             yield
         finally:

@@ -26,6 +26,7 @@ from skyshift.devstack.sim.skypilot import (
     BedMissing,
     SkySlurm,
     missing,
+    record_holder,
     running_bed,
     start_bed,
     stop_bed,
@@ -62,12 +63,13 @@ def _hold_lock(root: Path, wait: float) -> None:
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from exc
     root.mkdir(parents=True, exist_ok=True)
-    _spawn(
+    holder = _spawn(
         [flock, "-n", str(LOCK_FILE), "sleep", "infinity"],
         root / "lock-holder.log",
         root / HOLDER_PID,
         {},
     )
+    record_holder(holder)
     time.sleep(0.3)
     if _running_pid(root / HOLDER_PID) is None:
         raise click.ClickException("another process took the SkyPilot test bed lock; try again")
