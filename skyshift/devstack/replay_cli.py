@@ -106,7 +106,7 @@ def print_report(console: Console, listing: Listing, report: Report, verbose: bo
     if failed:
         console.print(f"[red]{failed} of {total} histories do not replay with this code[/]")
     else:
-        console.print(f"[green]all {total} histories replay with this code[/]")
+        console.print(f"[green]replayed {total}: every history replays with this code[/]")
 
 
 async def check(
@@ -128,7 +128,7 @@ async def check(
     except RPCError as exc:
         raise CheckError(f"cannot list workflows on Temporal: {exc}") from None
     console.print(
-        f"{len(listing.executions)} workflows to replay ({queries(cutoff)[0]}, and "
+        f"{len(listing.executions)} workflow runs to replay ({queries(cutoff)[0]}, and "
         f"those closed in the last {options.since:g} h)",
         markup=False,
     )

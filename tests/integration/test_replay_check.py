@@ -24,6 +24,7 @@ from skyshift.devstack.replay_cli import Options, check
 from skyshift.workers.control import WORKFLOWS
 from skyshift.workflows.job import JobWorkflow
 from tests.fixtures.temporal import LifecycleStack
+from tests.integration.test_temporal_server import mtls_stack, temporal_mtls  # noqa: F401
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]
 
@@ -68,7 +69,7 @@ async def test_replay_check_passes_then_catches_a_changed_workflow(
     code, out = await run_command(s, "--verbose")
     assert code == 0, out
     assert f"ok JobWorkflow {wf_id} run {run_id}" in out
-    assert "histories replay with this code" in out
+    assert "every history replays with this code" in out
     assert "FAILED" not in out
 
     changed = [ChangedJobWorkflow, *(cls for cls in WORKFLOWS if cls is not JobWorkflow)]
@@ -79,3 +80,25 @@ async def test_replay_check_passes_then_catches_a_changed_workflow(
     assert f"FAILED JobWorkflow {wf_id} run {run_id}" in out
     assert "NondeterminismError: [TMPRL1100] Nondeterminism error" in out, out
     assert "do not replay with this code" in out
+
+
+async def test_replay_check_over_mtls_on_the_temporal_server(
+    mtls_stack: LifecycleStack,  # noqa: F811
+) -> None:
+    """The Temporal server of scripts/build-temporal.sh (SQLite and PostgreSQL stores), its
+    frontend requiring a client certificate: the command connects with SKYSHIFT_TEMPORAL_TLS_*
+    alone, as the workers do, and that server's visibility answers its queries."""
+    s = mtls_stack
+    await s.start_process("control")
+    await s.start_process("skylet_manager")
+    await s.add_cluster("rcm-local")
+    await s.cluster_phase("rcm-local", "Ready", timeout=120)
+    await s.submit("rcm-job", "echo hello")
+    await s.job_phase("rcm-job", "Succeeded", timeout=120)
+    code, out = await run_command(s, "--verbose")
+    assert code == 0, out
+    assert f"ok JobWorkflow {job_workflow_id('default', 'rcm-job')} run " in out
+    code, out = await run_command(s, "--limit", "1")
+    assert code == 0, out
+    assert "1 workflow runs to replay" in out
+    assert "more workflows matched than --limit 1: the rest were not checked" in out
