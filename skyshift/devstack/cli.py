@@ -29,6 +29,7 @@ from skyshift.devstack.local import (
 )
 from skyshift.devstack.login import ADMIN, admin_login
 from skyshift.devstack.metrics_targets import targets_path
+from skyshift.devstack.replay_cli import replay_check
 from skyshift.devstack.sim.cli import sim
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -334,6 +335,7 @@ def status() -> None:
 
 
 main.add_command(sim)
+main.add_command(replay_check)
 
 if __name__ == "__main__":
     main()
