@@ -101,6 +101,7 @@ class HaFaultStack(FaultStack):
                 why = f"HTTP {r.status_code}{by}"
         except httpx.HTTPError as e:
             why = type(e).__name__
+        why = f"{method} {why}" if why else ""
         self.requests.log.append((t0, time.monotonic(), why))
         return None if why else r
 

@@ -117,8 +117,9 @@ def _haproxy(home: Path, ports: Ports, resolve: bool) -> Component:
 def haproxy_config(ports: Ports) -> str:
     """Round robin over the replicas that answer /readyz?exclude=temporal (every replica loses
     Temporal at once and each still serves, so Temporal must not empty the pool); a refused
-    connection is retried on the other replica (only connection failures: a request is never
-    sent twice)."""
+    connection is retried on the other replica, and so is a GET or HEAD whose replica closed
+    the connection without answering (it died with the request: reads are safe to send again;
+    a write is never sent twice, its client sees the connection close)."""
     servers = "\n".join(
         f"    server api-{i} {LOOPBACK}:{ports.api + i} check" for i in range(1, REPLICAS + 1)
     )
@@ -137,6 +138,8 @@ frontend api
     default_backend api
 backend api
     balance roundrobin
+    retry-on conn-failure empty-response
+    http-request disable-l7-retry if !METH_GET
     option httpchk GET /readyz?exclude=temporal
     default-server inter 1s fall 2 rise 2
 {servers}
