@@ -47,9 +47,9 @@ from tests.integration.test_devstack_ha import ha_stack
 #: the rolling restart's order: the workers first, while the burst's jobs run, then the API
 SKYSHIFT_PROCESSES = ["control-1", "control-2", "skylet-manager-1", "skylet-manager-2",
                       "api-1", "api-2"]  # fmt: skip
-#: seconds between two submissions: the rolling restart takes minutes, so its burst is spread
-#: over them (50 jobs: 150 s) to have jobs submitted and running while each process restarts
-PACE = {"rolling": 3.0}
+#: seconds a scenario's burst is spread over (whatever its size): the rolling restart takes
+#: minutes, so its jobs are submitted and running while each process restarts
+PACE_OVER = {"rolling": 150.0}
 RETRIES = 20  # a submission that fails is tried again (a 409 then means the first one landed)
 
 
@@ -174,7 +174,8 @@ async def scenario(fs: HaFaultStack, name: str, fault: Fault, n: int) -> dict[st
     progress = Progress(fs, interval=1.0).start()
     stop = asyncio.Event()
     clients = asyncio.create_task(poll_clients(fs, stop))
-    burst = asyncio.create_task(fs.submit_all(manifests, concurrency=8, pace=PACE.get(name, 0)))
+    pace = PACE_OVER.get(name, 0.0) / n
+    burst = asyncio.create_task(fs.submit_all(manifests, concurrency=8, pace=pace))
     await progress.wait("a third submitted", lambda: sum(
         1 for j in fs.jobs if j.startswith(name)) >= n // 3, timeout=900)  # fmt: skip
     at = time.monotonic()
