@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from skyshift.config import auth_dir
+from skyshift.devstack import procs
 from skyshift.devstack.components import Component, ProcessHealth
 from skyshift.devstack.errors import StackError
 from skyshift.devstack.etcd_auth import ensure_secret
@@ -111,7 +112,20 @@ def prepare(home: Path) -> Path:
     real.mkdir(mode=0o700, exist_ok=True)
     if os.geteuid() == 0:
         shutil.chown(real, OS_USER, OS_USER)
+    _remove_stale_lock(real)
     return real
+
+
+def _remove_stale_lock(data: Path) -> None:
+    """``postmaster.pid`` of a server that died unreaped (a zombie still holds its pid, and
+    PostgreSQL would refuse to start beside it); a running server's is kept."""
+    lock = data / "postmaster.pid"
+    try:
+        first = lock.read_text().split("\n", 1)[0].strip()
+    except OSError:
+        return
+    if first.isdigit() and not procs.alive(int(first)):
+        lock.unlink(missing_ok=True)
 
 
 def init_cluster(bins: Path, data: Path, secret: str) -> bool:

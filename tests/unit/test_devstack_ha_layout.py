@@ -5,6 +5,7 @@ TLS, the Temporal UI's own certificate and Temporal's store (PostgreSQL, or SQLi
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 from pathlib import Path
@@ -187,3 +188,16 @@ def test_the_postgres_port_is_checked_free_with_its_flag(tmp_path: Path) -> None
         pg = build_ha_components(tmp_path, Ports(postgres=port), resolve=False)[3]
         with pytest.raises(StackError, match=rf"port {port} \(PostgreSQL\).*--postgres-port"):
             stack._check_ports_free(pg)
+
+
+def test_a_dead_servers_lock_file_is_removed_a_running_ones_kept(tmp_path: Path) -> None:
+    """After a crash whose zombie is not reaped yet PostgreSQL would refuse to start."""
+    lock = tmp_path / "postmaster.pid"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    lock.write_text(f"{dead.pid}\n{tmp_path}\n")
+    postgres._remove_stale_lock(tmp_path)
+    assert not lock.exists()
+    lock.write_text(f"{os.getpid()}\n{tmp_path}\n")
+    postgres._remove_stale_lock(tmp_path)
+    assert lock.exists()
