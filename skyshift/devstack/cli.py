@@ -21,6 +21,7 @@ from rich.table import Table
 from skyshift.config import skyshift_home
 from skyshift.devstack import isolation, stack
 from skyshift.devstack.components import METRICS_PORT, METRICS_PROCESSES, Component, StackError
+from skyshift.devstack.ha import TEMPORAL_DBS
 from skyshift.devstack.local import (
     LOCAL_CLUSTER,
     attach_local_cluster,
@@ -165,6 +166,7 @@ def _isolate(console: Console, home: Path, result: stack.UpResult) -> str | None
 @_port("--temporal-port", "SKYSHIFT_TEMPORAL_PORT", "the Temporal frontend (gRPC)")
 @_port("--ui-port", "SKYSHIFT_UI_PORT", "the Temporal Web UI")
 @_port("--api-port", "SKYSHIFT_API_PORT", "the SkyShift API server")
+@_port("--postgres-port", "SKYSHIFT_POSTGRES_PORT", "PostgreSQL, Temporal's store under --ha")
 @click.option(
     "--metrics-port",
     type=click.IntRange(1, 65535 - len(METRICS_PROCESSES) + 1),
@@ -192,6 +194,15 @@ def _isolate(console: Console, home: Path, result: stack.UpResult) -> str | None
     "with an mTLS frontend and its UI, 2 API replicas behind HAProxy, 2 control workers, 2 "
     "skylet managers (docs/production.md).",
 )
+@click.option(
+    "--temporal-db",
+    type=click.Choice(TEMPORAL_DBS),
+    envvar="SKYSHIFT_TEMPORAL_DB",
+    default=None,
+    help="Temporal's store under --ha: a PostgreSQL server of the stack (Debian's postgresql "
+    "package), or SQLite in a file (env SKYSHIFT_TEMPORAL_DB; default: last run's, else "
+    "postgres).",
+)
 @handle_errors
 def up(
     etcd_port: int | None,
@@ -199,10 +210,12 @@ def up(
     temporal_port: int | None,
     ui_port: int | None,
     api_port: int | None,
+    postgres_port: int | None,
     metrics_port: int | None,
     no_metrics: bool,
     timeout: float | None,
     ha: bool,
+    temporal_db: str | None,
 ) -> None:
     """Start the local stack in the background, or reuse what already runs.
 
@@ -218,11 +231,13 @@ def up(
         "temporal": temporal_port,
         "ui": ui_port,
         "api": api_port,
+        "postgres": postgres_port,
         "metrics": 0 if no_metrics else metrics_port,
     }
     if no_metrics and metrics_port is not None:
         raise click.UsageError("--no-metrics and --metrics-port contradict each other")
-    result = stack.up(home, flags, ConsoleReporter(console), timeout=timeout, ha=ha)
+    result = stack.up(home, flags, ConsoleReporter(console), timeout=timeout, ha=ha,
+                      temporal_db=temporal_db)
     api_url = result.urls["api"]
     user = token = None
     front = "haproxy" if ha else "api"  # what the CLI talks to

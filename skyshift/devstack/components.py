@@ -43,6 +43,7 @@ class Ports:
     ui: int = 8233
     api: int = 50051
     metrics: int = METRICS_PORT  # the first metrics port (METRICS_PROCESSES); 0: metrics off
+    postgres: int = 25432  # Temporal's PostgreSQL under `up --ha` (the system's is on 5432)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Ports:

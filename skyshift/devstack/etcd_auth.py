@@ -32,10 +32,9 @@ def secure_home(home: Path) -> None:
     os.chmod(auth, 0o700)
 
 
-def ensure_password(home: Path) -> EtcdCredentials:
-    """The root password from its file, generated (0600) on the first call."""
-    path = etcd_password_file(home)
-    secure_home(home)
+def ensure_secret(path: Path, what: str) -> str:
+    """The secret in ``path``: random, written 0600 on the first call (in the 0700 ``auth/``)."""
+    secure_home(path.parent.parent)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -44,12 +43,17 @@ def ensure_password(home: Path) -> EtcdCredentials:
         with os.fdopen(fd, "w") as fh:
             fh.write(secrets.token_urlsafe(32) + "\n")
     try:
-        password = path.read_text().strip()
+        secret = path.read_text().strip()
     except OSError as exc:
-        raise StackError(f"cannot read the etcd password file {path}: {exc}") from None
-    if not password:
-        raise StackError(f"the etcd password file {path} is empty; remove it and run up again")
-    return EtcdCredentials(USER, password)
+        raise StackError(f"cannot read the {what} file {path}: {exc}") from None
+    if not secret:
+        raise StackError(f"the {what} file {path} is empty; remove it and run up again")
+    return secret
+
+
+def ensure_password(home: Path) -> EtcdCredentials:
+    """The root password from its file, generated (0600) on the first call."""
+    return EtcdCredentials(USER, ensure_secret(etcd_password_file(home), "etcd password"))
 
 
 def ensure_auth(home: Path, endpoint: str, tls: EtcdTls | None = None) -> str:

@@ -8,6 +8,7 @@ managers, every SkyShift process connecting to Temporal with the client certific
 ``$SKYSHIFT_HOME/pki`` and to etcd with that of ``pki/etcd``. Ports follow from :class:`Ports`:
 
 - etcd member i (1..3): client ``etcd + i - 1``, peer ``etcd_peer + i - 1``
+- PostgreSQL: ``postgres`` (with the store ``postgres`` only)
 - Temporal: frontend ``temporal``, the server's other services and membership the 8 after it
 - the Temporal UI: ``ui``
 - HAProxy ``api``; API replica i: ``api + i``
@@ -36,6 +37,7 @@ from skyshift.devstack.components import (
 )
 from skyshift.devstack.etcd_auth import ensure_auth
 from skyshift.devstack.ha_temporal import server_binaries, server_ports, temporal_component
+from skyshift.devstack.postgres import postgres_component
 from skyshift.devstack.temporal_pki import Pki, ensure_pki
 from skyshift.devstack.temporal_ui import UI_CLIENT, ui_component
 
@@ -46,15 +48,18 @@ HA_METRICS = tuple(f"{p}-{i}" for p in ("api", "control", "skylet-manager")
                    for i in range(1, REPLICAS + 1))  # fmt: skip
 #: the label that picks the second skylet manager; the first serves every other cluster
 MANAGER_LABEL = "skyshift.io/skylet-manager"
+#: Temporal's store (``--temporal-db``): the stack's PostgreSQL, or SQLite in a file
+TEMPORAL_DBS = ("postgres", "sqlite")
 
 
 def etcd_endpoints(ports: Ports) -> str:
     return ",".join(f"{LOOPBACK}:{ports.etcd + i}" for i in range(MEMBERS))
 
 
-def all_ports(ports: Ports) -> list[int]:
+def all_ports(ports: Ports, temporal_db: str = "postgres") -> list[int]:
     """Every port the HA stack listens on."""
     out = [ports.etcd + i for i in range(MEMBERS)] + [ports.etcd_peer + i for i in range(MEMBERS)]
+    out += [ports.postgres] if temporal_db == "postgres" else []
     out += server_ports(ports.temporal) + [ports.ui] + [ports.api + i for i in range(REPLICAS + 1)]
     if ports.metrics:
         out += [ports.metrics + i for i in range(len(HA_METRICS))]
@@ -66,7 +71,7 @@ def all_ports(ports: Ports) -> list[int]:
 def _layout() -> str:
     return (f"etcd members take --etcd-port and --etcd-peer-port and the {MEMBERS - 1} after "
             "each, Temporal --temporal-port and 8 after it, its UI --ui-port, the API --api-port "
-            f"and {REPLICAS} after it")  # fmt: skip
+            f"and {REPLICAS} after it, PostgreSQL --postgres-port")  # fmt: skip
 
 
 def etcd_pki(home: Path, make: bool = False) -> Pki:
@@ -169,10 +174,11 @@ def _replica(home: Path, ports: Ports, spec: PythonProcess, i: int, pki: Pki,
 
 
 def build_ha_components(
-    home: Path, ports: Ports, resolve: bool = True, info: Callable[[str], None] = print
+    home: Path, ports: Ports, resolve: bool = True, info: Callable[[str], None] = print,
+    temporal_db: str = "postgres",
 ) -> list[Component]:
-    """The HA stack in start order (``down`` goes in reverse)."""
-    all_ports(ports)
+    """The HA stack in start order (``down`` goes in reverse), Temporal on ``temporal_db``."""
+    all_ports(ports, temporal_db)
     pki = ensure_pki(home / "pki", clients=(UI_CLIENT,)) if resolve else Pki.under(home / "pki")
     etcd = etcd_pki(home, make=resolve)
     binaries = server_binaries(info) if resolve else None
@@ -180,9 +186,16 @@ def build_ha_components(
     api = [_replica(home, ports, specs["api"], i, pki, etcd) for i in range(1, REPLICAS + 1)]
     workers = [_replica(home, ports, specs[n], i, pki, etcd)
                for n in ("control", "skylet-manager") for i in range(1, REPLICAS + 1)]  # fmt: skip
+    store: list[Component] = []
+    if temporal_db == "postgres":  # temporal-sql-tool is built beside temporal-server
+        tools = Path(binaries.server).parent if binaries else None
+        store.append(postgres_component(home, ports.postgres, tools))
+    pg_port = ports.postgres if store else 0
+    server = binaries.server if binaries else None
     return [
         *_etcd_members(home, ports, resolve, etcd),
-        temporal_component(home, ports.temporal, pki, binaries.server if binaries else None),
+        *store,
+        temporal_component(home, ports.temporal, pki, server, pg_port),
         ui_component(home, ports, pki, binaries.ui if binaries else None),
         *api,
         _haproxy(home, ports, resolve),

@@ -1,6 +1,7 @@
 """The Temporal server of ``skyshift up --ha``: the binary scripts/build-temporal.sh builds, its
-config (an mTLS frontend, SQLite in ``$SKYSHIFT_HOME/temporal-server``) and the namespace
-``default`` with SkyShift's search attributes, registered once the frontend answers.
+config (an mTLS frontend; its store the stack's PostgreSQL, :mod:`skyshift.devstack.postgres`, or
+SQLite in ``$SKYSHIFT_HOME/temporal-server``) and the namespace ``default`` with SkyShift's search
+attributes, registered once the frontend answers.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from skyshift.devstack import health
+from skyshift.devstack import health, postgres
 from skyshift.devstack.components import (
     LOOPBACK,
     SEARCH_ATTRIBUTES,
@@ -144,15 +145,23 @@ def ensure_namespace(address: str, tls_env: dict[str, str], timeout: float = 120
     raise StackError(f"temporal: could not register namespace {NAMESPACE}: {detail}")
 
 
-def temporal_component(home: Path, first_port: int, pki: Pki, binary: str | None) -> Component:
-    """The server on ``first_port`` (its frontend) and the eight ports after it; ``binary`` None
-    when not resolving (``status``, ``down``), else its config is written for ``up``."""
+def temporal_component(home: Path, first_port: int, pki: Pki, binary: str | None,
+                       postgres_port: int = 0) -> Component:  # fmt: skip
+    """The server on ``first_port`` (its frontend) and the eight ports after it, its store the
+    PostgreSQL on ``postgres_port`` (0: SQLite in a file); ``binary`` None when not resolving
+    (``status``, ``down``), else its config is written for ``up``."""
     d = home / "temporal-server"
     ports = server_ports(first_port)
-    config = d / "config.yaml"
+    # one file per store: `up` with the other store refuses to reuse a running server
+    config = d / ("config-postgres.yaml" if postgres_port else "config.yaml")
     if binary is not None:
-        store = sqlite_store(d / "temporal.db")
-        config = write_config(d, pki, ports, {"default": store, "visibility": store})
+        if postgres_port:
+            server = postgres.Server(postgres_port, postgres.password(home))
+            stores = postgres.temporal_stores(server)
+        else:
+            store = sqlite_store(d / "temporal.db")
+            stores = {"default": store, "visibility": store}
+        config = write_config(d, pki, ports, stores, config.name)
     address = f"{LOOPBACK}:{first_port}"
     tls_env = pki.client_env()
     listens = {"Temporal gRPC": first_port}

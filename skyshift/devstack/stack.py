@@ -44,6 +44,7 @@ class StackState:
     ports: Ports
     components: dict[str, dict[str, Any]] = field(default_factory=dict)
     mode: str = "single"  # or "ha" (`up --ha`)
+    temporal_db: str = "postgres"  # Temporal's store under `up --ha` (ha.TEMPORAL_DBS)
 
     @classmethod
     def load(cls, home: Path) -> StackState | None:
@@ -56,13 +57,16 @@ class StackState:
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StackError(f"{path} is unreadable ({exc}); remove it") from None
         mode = "ha" if raw.get("mode") == "ha" else "single"
+        # a stack.json from before --temporal-db ran Temporal on SQLite
+        db = "postgres" if raw.get("temporal_db") == "postgres" else "sqlite"
         return cls(home=home, ports=ports, components=dict(raw.get("components") or {}),
-                   mode=mode)  # fmt: skip
+                   mode=mode, temporal_db=db)  # fmt: skip
 
     def save(self) -> None:
         data = {
             "home": str(self.home),
             "mode": self.mode,
+            "temporal_db": self.temporal_db,
             "ports": self.ports.as_dict(),
             "urls": urls(self.ports, self.home, self.mode),
             "components": self.components,
@@ -219,6 +223,7 @@ def _check_ports_free(component: Component) -> None:
             flag = {"etcd client": "--etcd-port", "etcd peer": "--etcd-peer-port",
                     "Temporal gRPC": "--temporal-port", "Temporal UI": "--ui-port",
                     "API": "--api-port", "metrics": "--metrics-port (or --no-metrics)",
+                    "PostgreSQL": "--postgres-port",
                     }.get(what, "")  # fmt: skip
             hint = f"; choose another with {flag}" if flag else ""
             raise StackError(f"port {port} ({what}) is already in use by another process{hint}")
@@ -300,10 +305,10 @@ def _start(component: Component, state: StackState, limit: float, reporter: Repo
 
 
 def _build(mode: str, home: Path, ports: Ports, resolve: bool,
-           reporter: Reporter | None = None) -> list[Component]:
+           reporter: Reporter | None = None, temporal_db: str = "postgres") -> list[Component]:
     if mode == "ha":
         info = reporter.info if reporter is not None else (lambda _line: None)
-        return build_ha_components(home, ports, resolve, info)
+        return build_ha_components(home, ports, resolve, info, temporal_db)
     return build_components(home, ports, resolve=resolve)
 
 
@@ -312,7 +317,8 @@ def _mode(previous: StackState | None, ha: bool) -> str:
     mode = "ha" if ha else "single"
     if previous is None or previous.mode == mode:
         return mode
-    for component in _build(previous.mode, previous.home, previous.ports, False):
+    for component in _build(previous.mode, previous.home, previous.ports, False,
+                            temporal_db=previous.temporal_db):
         pid, _ = _running_pid(component, previous.components.get(component.name))
         if pid is not None:
             other = "an HA stack (`up --ha`)" if previous.mode == "ha" else "a single-node stack"
@@ -327,18 +333,21 @@ def up(
     reporter: Reporter,
     timeout: float | None = None,
     ha: bool = False,
+    temporal_db: str | None = None,
 ) -> UpResult:
     """Start (or reuse) every installed component and wait until each is healthy, in order;
-    ``ha``: the production topology on this machine (:mod:`skyshift.devstack.ha`)."""
+    ``ha``: the production topology on this machine (:mod:`skyshift.devstack.ha`), Temporal on
+    ``temporal_db`` (None: the last run's, else PostgreSQL)."""
     secure_home(home)
     with locked(home):
         previous = StackState.load(home)
         ports = resolve_ports(flags, previous.ports if previous else None)
         mode = _mode(previous, ha)
-        components = _build(mode, home, ports, True, reporter)
         same = previous is not None and previous.mode == mode
+        db = temporal_db or (previous.temporal_db if previous and same else "postgres")
+        components = _build(mode, home, ports, True, reporter, db)
         records = dict(previous.components) if previous and same else {}
-        state = StackState(home=home, ports=ports, components=records, mode=mode)
+        state = StackState(home=home, ports=ports, components=records, mode=mode, temporal_db=db)
         result = UpResult(ports=ports, urls=urls(ports, home, mode),
                           metrics=metrics_targets.write(home, components))  # fmt: skip
         for component in components:
@@ -376,7 +385,9 @@ class Stopped:
 def _components_for(home: Path) -> tuple[StackState | None, list[Component]]:
     state = StackState.load(home)
     ports = state.ports if state else resolve_ports({}, None)
-    return state, _build(state.mode if state else "single", home, ports, False)
+    if state is None:
+        return None, _build("single", home, ports, False)
+    return state, _build(state.mode, home, ports, False, temporal_db=state.temporal_db)
 
 
 def down(home: Path, purge: bool = False, grace: float = DEFAULT_GRACE) -> list[Stopped]:

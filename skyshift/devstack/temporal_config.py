@@ -3,12 +3,13 @@ and a frontend serving mTLS that requires client certificates signed by the stac
 
 One process runs all four services (frontend, history, matching, worker), each with a gRPC and a
 membership port on loopback; their traffic between each other is plaintext. Used by
-``skyshift up --ha`` (SQLite in a file) and tests/integration/test_temporal_server.py (SQLite and
-PostgreSQL).
+``skyshift up --ha`` and tests/integration/test_temporal_server.py, on PostgreSQL
+(:mod:`skyshift.devstack.postgres`) or SQLite in a file.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -115,12 +116,16 @@ def server_config(
     }
 
 
-def write_config(d: Path, pki: Pki, ports: list[int], stores: dict[str, dict[str, Any]]) -> Path:
-    """``d/config.yaml`` for :func:`server_config`; the server starts with
-    ``temporal-server --config-file <it> --allow-no-auth start``."""
+def write_config(d: Path, pki: Pki, ports: list[int], stores: dict[str, dict[str, Any]],
+                 name: str = "config.yaml") -> Path:  # fmt: skip
+    """``d/name`` for :func:`server_config`, 0600 (a store's password is in it); the server
+    starts with ``temporal-server --config-file <it> --allow-no-auth start``."""
     d.mkdir(parents=True, exist_ok=True)
-    config = d / "config.yaml"
-    config.write_text(yaml.safe_dump(server_config(d, pki, ports, stores)))
+    config = d / name
+    fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(yaml.safe_dump(server_config(d, pki, ports, stores)))
     return config
 
 

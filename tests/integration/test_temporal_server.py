@@ -1,6 +1,7 @@
 """SkyShift on the real Temporal server (not the dev server): built from go.temporal.io/server
 (scripts/build-temporal.sh), its frontend serving mTLS that requires a client certificate, its
-store SQLite in a file. The control worker and the skylet manager run as processes configured by
+store SQLite in a file or PostgreSQL (its databases made and migrated with temporal-sql-tool as
+`skyshift up --ha` does). The control worker and the skylet manager run as processes configured by
 SKYSHIFT_TEMPORAL_TLS_* alone (docs/production.md) and run a job to Succeeded; a client without a
 certificate is refused.
 """
@@ -22,12 +23,13 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from skyshift.devstack.ha_temporal import ensure_namespace
+from skyshift.devstack.postgres import setup_schema
 from skyshift.devstack.temporal_config import PORT_COUNT, server_argv, sqlite_store, write_config
 from skyshift.devstack.temporal_pki import Pki, make_pki
 from skyshift.lifecycle.client import TLS_ENV, connect
 from tests.fixtures.gobuild import built_binary
 from tests.fixtures.ports import free_ports
-from tests.fixtures.postgres import Postgres, running_postgres
+from tests.fixtures.postgres import running_postgres
 from tests.fixtures.procs import stop
 from tests.fixtures.temporal import LifecycleStack
 
@@ -47,53 +49,6 @@ class TemporalServer:
     log: Path
 
 
-def _postgres(pg: Postgres, database: str) -> dict[str, Any]:
-    return {
-        "sql": {
-            "pluginName": "postgres12",
-            "databaseName": database,
-            "connectAddr": f"{pg.host}:{pg.port}",
-            "connectProtocol": "tcp",
-            "user": pg.user,
-            "password": "",
-            "maxConns": 10,
-            "maxIdleConns": 10,
-            "maxConnLifetime": "1h",
-        }
-    }
-
-
-def setup_postgres_schema(bin_dir: Path, pg: Postgres) -> dict[str, dict[str, Any]]:
-    """Create Temporal's two databases and migrate them with temporal-sql-tool, as an operator
-    does; returns the datastores of the server's config."""
-    schema = bin_dir.parent / "schema" / "postgresql" / "v12"
-    for database, kind in (("temporal", "temporal"), ("temporal_visibility", "visibility")):
-        tool = [
-            str(bin_dir / "temporal-sql-tool"),
-            "--plugin",
-            "postgres12",
-            "--ep",
-            pg.host,
-            "-p",
-            str(pg.port),
-            "-u",
-            pg.user,
-            "--db",
-            database,
-        ]
-        for step in (
-            ["create-database"],
-            ["setup-schema", "-v", "0.0"],
-            ["update-schema", "-d", str(schema / kind / "versioned")],
-        ):
-            done = subprocess.run([*tool, *step], capture_output=True, text=True, check=False)
-            assert done.returncode == 0, f"temporal-sql-tool {step[0]}: {done.stderr[-2000:]}"
-    return {
-        "default": _postgres(pg, "temporal"),
-        "visibility": _postgres(pg, "temporal_visibility"),
-    }
-
-
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def temporal_mtls(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -106,7 +61,7 @@ def temporal_mtls(
     with contextlib.ExitStack() as cleanup:
         if request.param == "postgresql":
             pg = cleanup.enter_context(running_postgres())
-            stores = setup_postgres_schema(binary.parent, pg)
+            stores = setup_schema(binary.parent, pg)
         else:
             stores = {
                 "default": sqlite_store(d / "temporal.db"),

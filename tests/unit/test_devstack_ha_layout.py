@@ -1,9 +1,12 @@
 """The layout of ``skyshift up --ha`` without starting anything: its processes in order, ports,
 the skylet managers' selectors, HAProxy's config, the client certificates everywhere, etcd's
-TLS and the Temporal UI's own certificate."""
+TLS, the Temporal UI's own certificate and Temporal's store (PostgreSQL, or SQLite)."""
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 import subprocess
 from pathlib import Path
 from unittest.mock import Mock
@@ -11,9 +14,10 @@ from unittest.mock import Mock
 import pytest
 import yaml
 
-from skyshift.devstack import ha_temporal, procs, stack
+from skyshift.devstack import ha_temporal, postgres, procs, stack
 from skyshift.devstack.components import HttpHealth, Ports, StackError
 from skyshift.devstack.ha import MANAGER_LABEL, all_ports, build_ha_components, haproxy_config
+from skyshift.devstack.ha_temporal import temporal_component
 from skyshift.devstack.temporal_pki import make_pki
 from skyshift.devstack.temporal_ui import UI_CLIENT, ui_component
 from skyshift.lifecycle.client import tls_config
@@ -23,7 +27,8 @@ from skyshift.store import parse_selector
 def test_processes_in_start_order_with_the_client_certificate(tmp_path: Path) -> None:
     components = build_ha_components(tmp_path, Ports(), resolve=False)
     assert [c.name for c in components] == [
-        "etcd-1", "etcd-2", "etcd-3", "temporal", "temporal-ui", "api-1", "api-2", "haproxy",
+        "etcd-1", "etcd-2", "etcd-3", "postgres", "temporal", "temporal-ui", "api-1", "api-2",
+        "haproxy",
         "control-1", "control-2", "skylet-manager-1", "skylet-manager-2",
     ]  # fmt: skip
     python = [c for c in components if c.module is not None]
@@ -33,7 +38,9 @@ def test_processes_in_start_order_with_the_client_certificate(tmp_path: Path) ->
         assert c.env["SKYSHIFT_ETCD"] == "127.0.0.1:23790,127.0.0.1:23791,127.0.0.1:23792"
         assert c.env["SKYSHIFT_ETCD_TLS_CERT"] == str(tmp_path / "pki" / "etcd" / "client.pem")
         assert c.env["SKYSHIFT_ETCD_TLS_CA"] == str(tmp_path / "pki" / "etcd" / "ca.pem")
-    assert len(set(all_ports(Ports()))) == 3 + 3 + 9 + 1 + 3 + 6
+    assert len(set(all_ports(Ports()))) == 3 + 3 + 1 + 9 + 1 + 3 + 6
+    assert 5432 not in all_ports(Ports())  # the system's PostgreSQL
+    assert len(all_ports(Ports(), "sqlite")) == 3 + 3 + 9 + 1 + 3 + 6
 
 
 def test_etcd_members_serve_tls_to_clients_and_peers(tmp_path: Path) -> None:
@@ -117,3 +124,80 @@ def test_up_refuses_to_switch_kinds_while_the_other_runs(tmp_path: Path) -> None
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_temporal_stores_in_postgres_with_a_password(tmp_path: Path) -> None:
+    """The default store: the stack's PostgreSQL, started before Temporal on --postgres-port,
+    scram-sha-256 for the user temporal with the password of auth/ (0600), in Temporal's config
+    (0600 too)."""
+    ports = Ports(postgres=41500)
+    components = build_ha_components(tmp_path, ports, resolve=False)
+    pg = next(c for c in components if c.name == "postgres")
+    assert pg.listens == {"PostgreSQL": 41500}
+    assert "listen_addresses=127.0.0.1" in pg.argv and "41500" in pg.argv
+    assert (tmp_path / "postgres") in pg.data_dirs
+    secret = postgres.password(tmp_path)
+    assert (tmp_path / "auth" / "postgres-password").stat().st_mode & 0o777 == 0o600
+    pki = make_pki(tmp_path / "pki")
+    temporal = temporal_component(tmp_path, 41000, pki, "/bin/temporal-server", 41500)
+    config_file = Path(temporal.argv[temporal.argv.index("--config-file") + 1])
+    assert config_file.stat().st_mode & 0o777 == 0o600
+    stores = yaml.safe_load(config_file.read_text())["persistence"]["datastores"]
+    assert {n: s["sql"]["databaseName"] for n, s in stores.items()} == {
+        "default": "temporal", "visibility": "temporal_visibility"}  # fmt: skip
+    for store in stores.values():
+        sql = store["sql"]
+        assert (sql["pluginName"], sql["connectAddr"]) == ("postgres12", "127.0.0.1:41500")
+        assert (sql["user"], sql["password"]) == ("temporal", secret)
+
+
+def test_temporal_db_sqlite_runs_no_postgres(tmp_path: Path) -> None:
+    components = build_ha_components(tmp_path, Ports(), resolve=False, temporal_db="sqlite")
+    assert "postgres" not in [c.name for c in components]
+    pki = make_pki(tmp_path / "pki")
+    temporal = temporal_component(tmp_path, 41000, pki, "/bin/temporal-server")
+    config = yaml.safe_load(Path(temporal.argv[temporal.argv.index("--config-file") + 1])
+                            .read_text())  # fmt: skip
+    assert config["persistence"]["datastores"]["default"]["sql"]["pluginName"] == "sqlite"
+
+
+def test_the_store_is_remembered_and_older_homes_stay_on_sqlite(tmp_path: Path) -> None:
+    stack.StackState(tmp_path, Ports(postgres=41600), mode="ha", temporal_db="postgres").save()
+    state = stack.StackState.load(tmp_path)
+    assert state is not None and (state.temporal_db, state.ports.postgres) == ("postgres", 41600)
+    raw = json.loads((tmp_path / "stack.json").read_text())
+    del raw["temporal_db"]  # a stack.json written before --temporal-db
+    (tmp_path / "stack.json").write_text(json.dumps(raw))
+    state = stack.StackState.load(tmp_path)
+    assert state is not None and state.temporal_db == "sqlite"
+
+
+def test_without_postgresql_up_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(postgres, "bin_dir", lambda: None)
+    with pytest.raises(StackError, match=r"apt-get install postgresql.*--temporal-db sqlite"):
+        postgres.postgres_component(tmp_path, 41500, tmp_path)
+
+
+def test_the_postgres_port_is_checked_free_with_its_flag(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        pg = build_ha_components(tmp_path, Ports(postgres=port), resolve=False)[3]
+        with pytest.raises(StackError, match=rf"port {port} \(PostgreSQL\).*--postgres-port"):
+            stack._check_ports_free(pg)
+
+
+def test_a_dead_servers_lock_file_is_removed_a_running_ones_kept(tmp_path: Path) -> None:
+    """After a crash whose zombie is not reaped yet PostgreSQL would refuse to start."""
+    lock = tmp_path / "postmaster.pid"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    lock.write_text(f"{dead.pid}\n{tmp_path}\n")
+    postgres._remove_stale_lock(tmp_path)
+    assert not lock.exists()
+    lock.write_text(f"{os.getpid()}\n{tmp_path}\n")
+    postgres._remove_stale_lock(tmp_path)
+    assert lock.exists()
