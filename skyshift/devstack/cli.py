@@ -258,6 +258,7 @@ def up(
     rows = [
         ("etcd", result.urls["etcd"]),
         ("Temporal gRPC", result.urls["temporal"]),
+        *([("Temporal store", result.urls["temporal_store"])] if ha else []),
         ("Temporal UI", result.urls["temporal_ui"]),
         ("API", api + api_note),
         ("OpenAPI docs", result.urls["docs"] + api_note),

@@ -68,7 +68,7 @@ class StackState:
             "mode": self.mode,
             "temporal_db": self.temporal_db,
             "ports": self.ports.as_dict(),
-            "urls": urls(self.ports, self.home, self.mode),
+            "urls": urls(self.ports, self.home, self.mode, self.temporal_db),
             "components": self.components,
         }
         self.home.mkdir(parents=True, exist_ok=True)
@@ -77,12 +77,19 @@ class StackState:
         os.replace(tmp, self.home / STATE_FILE)
 
 
-def urls(ports: Ports, home: Path, mode: str = "single") -> dict[str, str]:
+def urls(ports: Ports, home: Path, mode: str = "single",
+         temporal_db: str = "postgres") -> dict[str, str]:  # fmt: skip
     """Where each part listens (the table ``up`` prints, and ``stack.json["urls"]``)."""
     if mode == "ha":
+        store = (
+            f"PostgreSQL {LOOPBACK}:{ports.postgres} (databases temporal, temporal_visibility)"
+            if temporal_db == "postgres"
+            else f"SQLite {home / 'temporal-server' / 'temporal.db'}"
+        )
         return {
             "etcd": f"{etcd_endpoints(ports)} (TLS, certificates in {etcd_pki(home).ca.parent})",
             "temporal": f"{LOOPBACK}:{ports.temporal} (mTLS, certificates in {home / 'pki'})",
+            "temporal_store": store,
             "temporal_ui": f"http://{LOOPBACK}:{ports.ui}",
             "api": f"http://{LOOPBACK}:{ports.api}",
             "docs": f"http://{LOOPBACK}:{ports.api}/docs",
@@ -348,7 +355,7 @@ def up(
         components = _build(mode, home, ports, True, reporter, db)
         records = dict(previous.components) if previous and same else {}
         state = StackState(home=home, ports=ports, components=records, mode=mode, temporal_db=db)
-        result = UpResult(ports=ports, urls=urls(ports, home, mode),
+        result = UpResult(ports=ports, urls=urls(ports, home, mode, db),
                           metrics=metrics_targets.write(home, components))  # fmt: skip
         for component in components:
             record = state.components.get(component.name)

@@ -172,6 +172,7 @@ def test_temporals_data_is_in_postgresql_and_outlives_both_servers(ha: DevStack)
         os.killpg(before[name], signal.SIGKILL)  # the server and every child of it
     up = ha.run_skyshift("up", "--ha", timeout=600)
     assert up.returncode == 0, f"{up.stdout}\n{up.stderr}"
+    assert "Temporal store" in up.stdout and "PostgreSQL" in up.stdout, up.stdout
     after = pids(ha)
     assert after["postgres"] != before["postgres"] and after["temporal"] != before["temporal"]
     assert after["etcd-3"] == before["etcd-3"]  # the rest was reused
