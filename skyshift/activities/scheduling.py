@@ -23,6 +23,7 @@ from temporalio import activity
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
@@ -328,10 +329,12 @@ class SchedulingActivities:
                         id=f"enqueue/{req.request.uid}/{req.seq}",
                     ), REPLY_WAIT)
                 return EnqueueAnswer(placement)
-            except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
-                # Not admitted (the server holds few updates in flight per workflow: a burst)
-                # or its round is slow: the same request by signal, which the scheduler answers
-                # by signal even if the update was admitted after all.
+            except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError,
+                    WorkflowUpdateFailedError):
+                # Not admitted (the server holds few updates in flight per workflow: a burst;
+                # a scheduler worker of an older release rejects it) or its round is slow: the
+                # same request by signal, which the scheduler answers by signal even if the
+                # update was admitted after all.
                 log.info("enqueue of %s: no reply in %s s, by signal", req.request.key,
                          REPLY_WAIT)
         await self.client.start_workflow(
