@@ -19,7 +19,6 @@ from pathlib import Path
 from skyshift.config import EtcdTls, Settings, etcd_password_file, parse_endpoints
 from skyshift.devstack.errors import StackError as StackError  # re-exported: most import it here
 from skyshift.devstack.etcd_auth import ensure_auth
-from skyshift.devstack.temporal_config import dev_server_flags
 from skyshift.devstack.temporal_pki import Pki
 
 LOOPBACK = "127.0.0.1"
@@ -308,7 +307,6 @@ def _temporal(home: Path, ports: Ports, resolve: bool) -> Component:
     ]  # fmt: skip
     for pragma in SQLITE_PRAGMAS:
         argv += ["--sqlite-pragma", pragma]
-    argv += dev_server_flags()
     for attr in SEARCH_ATTRIBUTES:
         argv += ["--search-attribute", f"{attr}=Keyword"]
     return Component(

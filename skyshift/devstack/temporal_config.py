@@ -81,19 +81,6 @@ def _cluster(frontend: str, http: int) -> dict[str, Any]:
     }
 
 
-#: Temporal's dynamic config that SkyShift's servers get (the dev server of ``skyshift up`` as
-#: ``--dynamic-config-value``, the server of ``up --ha`` in its dynamicconfig.yaml): a job's
-#: enqueue is an update of the scheduler answered with its placement, and Temporal admits 10
-#: updates in flight per workflow by default; beyond them a burst's jobs wait 3 s and take the
-#: slower signal path (docs/production.md says to set it on a Temporal cluster of one's own).
-DYNAMIC_CONFIG: dict[str, int] = {"history.maxInFlightUpdates": 1000}
-
-
-def dev_server_flags() -> list[str]:
-    """:data:`DYNAMIC_CONFIG` as ``temporal server start-dev`` flags."""
-    return [f for k, v in DYNAMIC_CONFIG.items() for f in ("--dynamic-config-value", f"{k}={v}")]
-
-
 def server_config(
     d: Path, pki: Pki, ports: list[int], stores: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
@@ -108,10 +95,7 @@ def server_config(
         for i, name in enumerate(SERVICES)
     }
     services["frontend"]["rpc"]["httpPort"] = ports[8]
-    dynamic: dict[str, list[dict[str, Any]]] = {
-        "system.forceSearchAttributesCacheRefreshOnRead": [{"value": True}],
-        **{key: [{"value": value}] for key, value in DYNAMIC_CONFIG.items()},
-    }
+    dynamic = {"system.forceSearchAttributesCacheRefreshOnRead": [{"value": True}]}
     (d / "dynamicconfig.yaml").write_text(yaml.safe_dump(dynamic))
     return {
         "log": {"stdout": True, "level": "warn"},
