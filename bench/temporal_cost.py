@@ -6,14 +6,14 @@ one-replica jobs (``true``, restartPolicy Never) on it to Succeeded, a few at a 
 reads every job workflow's history and counts per job (medians): history events (all of them,
 and ``events_to_running``: those recorded by the time the job was Running, see
 ``running_mark``), workflow tasks, regular activities, local activities, signals received and
-sent, updates accepted (a job's enqueue, revision >= 2), and search attribute upserts. Two
-long-lived workflows share in the jobs' work, and what they recorded during the run is divided
-among the jobs: the scheduler's (``scheduler_*``, with its signals by name) and the cluster's
-(``cluster_*``: the skylet's sync rounds, one long-running heartbeating activity each, whose
-events come only when a round returns). The same counts are taken for the minimal workflow
-(three regular no-op activities): ``events_per_job_over_minimal`` is the job's events (its own
-plus both shares) over the minimal workflow's. ``--dump`` prints one job's history, the cluster
-workflow's and the scheduler's, event by event, with each signal's, activity's or phase's name.
+sent, and search attribute upserts. Two long-lived workflows share in the jobs' work, and what
+they recorded during the run is divided among the jobs: the scheduler's (``scheduler_*``, with
+its signals by name) and the cluster's (``cluster_*``: the skylet's sync rounds, one
+long-running heartbeating activity each, whose events come only when a round returns). The same
+counts are taken for the minimal workflow (three regular no-op activities):
+``events_per_job_over_minimal`` is the job's events (its own plus both shares) over the minimal
+workflow's. ``--dump`` prints one job's history, the cluster workflow's and the scheduler's,
+event by event, with each signal's, activity's or phase's name.
 
 Prints a table per path and merges ``temporal_cost.paths.<path>`` into
 bench/results/latest.json (the other ``temporal_cost`` keys stay). Asserts nothing. The beds
@@ -57,7 +57,6 @@ KINDS = {
     "signals_received": EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
     "signals_sent": EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED,
     "visibility_upserts": EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES,
-    "updates_accepted": EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
 }
 
 
@@ -113,8 +112,8 @@ async def counts(client: Client, workflow_id: str, run_id: str | None = None) ->
 
 def per_item(totals: list[dict[str, int]], extra: dict[str, int] | None = None,
              share: int = 1) -> dict[str, float]:
-    keys = ["events", *KINDS] + (["events_to_running"] if any(
-        "events_to_running" in t for t in totals) else [])
+    keys = ["events", *KINDS] + (["events_to_running"] if "events_to_running" in totals[0]
+                                  else [])
     out = {k: statistics.median([t.get(k, 0) for t in totals]) for k in keys}
     for k, v in (extra or {}).items():
         out[k] = out.get(k, 0) + v / share

@@ -20,13 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import (
-    Client,
-    WithStartWorkflowOperation,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
-)
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift import failpoints
@@ -45,7 +39,6 @@ from skyshift.activities.trust import check_job_request, check_names, untrusted
 from skyshift.contract import activity_names as act
 from skyshift.contract.jobs import (
     DequeueRequest,
-    EnqueueAnswer,
     EnqueueRequest,
     PlaceBatchInput,
     PlaceBatchResult,
@@ -62,7 +55,6 @@ from skyshift.contract.names import (
     SIG_ENQUEUE,
     SIG_PLACED,
     SIG_SCALE,
-    UPD_ENQUEUE,
     WF_SCHEDULER,
     cluster_workflow_id,
 )
@@ -80,8 +72,6 @@ from skyshift.store import NotFound, ObjectStore
 
 log = logging.getLogger(__name__)
 FOLLOW_UP_CONCURRENCY = 64
-# seconds a job's enqueue waits for the scheduler's reply before it is sent again by signal
-REPLY_WAIT = 3.0
 
 
 def subtract_reservations(
@@ -311,37 +301,14 @@ class SchedulingActivities:
         self.client = client
 
     @activity.defn(name=act.ENQUEUE_JOB)
-    async def enqueue_job(self, req: EnqueueRequest) -> EnqueueAnswer:
-        """Signal-with-start the scheduler: it exists after this, with the job queued. A
-        ``reply`` request is an update-with-start instead, answered with the placement of the
-        round that tried it (its id is the request's, so a retry gets the same answer)."""
+    async def enqueue_job(self, req: EnqueueRequest) -> None:
+        """Signal-with-start the scheduler: it exists after this, with the job queued."""
         with untrusted(act.ENQUEUE_JOB):
             check_job_request(req.request.key, req.request.uid, req.workflow_id)
-        if req.reply:
-            start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-                WF_SCHEDULER, SchedulerInput(), id=SCHEDULER_ID, task_queue=CONTROL_QUEUE,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            )
-            try:
-                placement: Placement | None = await asyncio.wait_for(
-                    self.client.execute_update_with_start_workflow(
-                        UPD_ENQUEUE, req, start_workflow_operation=start, result_type=Placement,
-                        id=f"enqueue/{req.request.uid}/{req.seq}",
-                    ), REPLY_WAIT)
-                return EnqueueAnswer(placement)
-            except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError,
-                    WorkflowUpdateFailedError):
-                # Not admitted (the server holds few updates in flight per workflow: a burst;
-                # a scheduler worker of an older release rejects it) or its round is slow: the
-                # same request by signal, which the scheduler answers by signal even if the
-                # update was admitted after all.
-                log.info("enqueue of %s: no reply in %s s, by signal", req.request.key,
-                         REPLY_WAIT)
         await self.client.start_workflow(
             WF_SCHEDULER, SchedulerInput(), id=SCHEDULER_ID, task_queue=CONTROL_QUEUE,
             start_signal=SIG_ENQUEUE, start_signal_args=[req],
         )
-        return EnqueueAnswer()
 
     @activity.defn(name=act.DEQUEUE_JOB)
     async def dequeue_job(self, req: DequeueRequest) -> None:
@@ -506,10 +473,8 @@ class SchedulingActivities:
             if prior.decision is not None:  # answered before: say the same again
                 decision = prior.decision
                 out.message = decision.message
-            if not entry.reply:  # else the job reads it in the reply to its update
-                placement = Placement(req.seq, dict(decision.assignments), decision.message)
-                await self.client.get_workflow_handle(req.workflow_id).signal(
-                    SIG_PLACED, placement)
+            placement = Placement(req.seq, dict(decision.assignments), decision.message)
+            await self.client.get_workflow_handle(req.workflow_id).signal(SIG_PLACED, placement)
             out.status, out.assignments = "placed", dict(decision.assignments)
             if not req.current and req.request.created > 0:  # a first placement, not a move
                 PLACEMENT_LATENCY.observe(max(time.time() - req.request.created, 0.0))

@@ -49,11 +49,8 @@ class JobTemplate:
 
 # Revisions of the job lifecycle that change what a workflow does (JobInput.revision):
 # 1: the search attributes of a workflow task that started a submit wait for its result.
-# 2: the enqueue is an update of the scheduler answered with the round's placement, which the
-#    job's first workflow task acts on (no ``placed`` signal, no requeue timer when placed).
 LATE_VISIBILITY = 1
-PLACED_IN_REPLY = 2
-REVISION = PLACED_IN_REPLY  # what new lifecycles get
+REVISION = LATE_VISIBILITY  # what new lifecycles get
 
 
 @dataclass
@@ -177,17 +174,6 @@ class EnqueueRequest:
     seq: int
     request: JobRequest
     current: dict[str, int] = field(default_factory=dict)  # replicas already placed elsewhere
-    # the job takes its placement in the reply to this request (an update of the scheduler)
-    # rather than in a ``placed`` signal (JobInput.revision >= PLACED_IN_REPLY)
-    reply: bool = False
-
-
-@dataclass
-class EnqueueAnswer:
-    """What ``enqueue_job`` returns: the placement of a ``reply`` request's round, if it placed
-    the job; None means it comes later in a ``placed`` signal."""
-
-    placement: Placement | None = None
 
 
 @dataclass
@@ -242,8 +228,6 @@ class QueueEntry:
     # their capacity instead of evicting more (skyshift.activities.preemption)
     nominated: list[str] = field(default_factory=list)
     nominated_until: float = 0.0
-    # the job waits for this round's answer in an update's reply: the round does not signal it
-    reply: bool = False
 
 
 @dataclass

@@ -74,7 +74,6 @@ SIG_SPEC = "spec_changed"  # API -> job / cluster: SpecChanged
 SIG_DELETE = "delete"  # API -> job / cluster: DeleteRequest
 SIG_ENSURE = "ensure"  # reconciler -> job: JobInput (a newer object reusing the name)
 SIG_ENQUEUE = "enqueue"  # job -> scheduler: EnqueueRequest
-UPD_ENQUEUE = "enqueue_placed"  # job -> scheduler: EnqueueRequest -> Placement | None
 SIG_DEQUEUE = "dequeue"  # job -> scheduler: DequeueRequest
 SIG_CAPACITY = "capacity"  # skylet -> scheduler: CapacityChanged
 SIG_RULES = "rules_changed"  # control worker -> scheduler: RulesChanged

@@ -7,20 +7,19 @@ What a job costs the Temporal server (the performance budget of docs/architectur
 one-replica job that runs to completion on a healthy cluster:
 
 * the API's start (the ``ensure`` signal goes only to a workflow already running) -> workflow
-  task 1, which runs a *local* activity that update-with-starts the scheduler with the job
-  queued and is answered with the placement of the round that tried it (a marker event in this
-  history, no task round trip; revision >= PLACED_IN_REPLY), and schedules ONE submit activity
-  on ``skylet-<cluster>`` in the same task (leaving the search attributes to the next task). A
-  job the round left pending waits for the ``placed`` signal (sent by the scheduler's batch
-  activity, which also wrote status Scheduled), and its workflow task schedules the submit;
+  task 1, which runs a *local* activity that signal-with-starts the scheduler with the job
+  queued (a marker event in this history, no task round trip);
+* the ``placed`` signal, sent by the scheduler's batch activity (which also wrote status
+  Scheduled) -> workflow task 2 schedules ONE submit activity on ``skylet-<cluster>`` (and
+  leaves the search attributes to the next task);
 * the submit activity creates the replica and itself writes status Running (from the states the
-  cluster returned) -> workflow task 2 only records it (ONE search-attribute upsert: phase and
+  cluster returned) -> workflow task 3 only records it (ONE search-attribute upsert: phase and
   cluster; no etcd write);
-* the replica ends: the skylet's sync sends one ``replicas_changed`` signal -> workflow task 3
+* the replica ends: the skylet's sync sends one ``replicas_changed`` signal -> workflow task 4
   writes Succeeded with a local activity and completes.
 
-So: 3 workflow tasks, 1 activity task, 1 signal and 2 local activities per job placed at once
-(19 events), 2 workflow tasks and 1 activity until Running. The scheduler's batch
+So: 4 workflow tasks, 1 activity task, 2 signals and 2 local
+activities per job, 3 workflow tasks and 1 activity until Running. The scheduler's batch
 activity and workflow task are shared by every job placed in the same round; a running job
 costs nothing while nothing changes (the skylet looks per cluster, not per job). Restarts,
 failover and scaling add one submit (or delete) activity per affected cluster.
@@ -39,13 +38,11 @@ with workflow.unsafe.imports_passed_through():
     from skyshift.contract.jobs import (
         DRIFT,
         LATE_VISIBILITY,
-        PLACED_IN_REPLY,
         PREEMPTED,
         RUNNING,
         ClusterEvent,
         DeleteReplicasInput,
         DequeueRequest,
-        EnqueueAnswer,
         EnqueueRequest,
         JobInput,
         JobRef,
@@ -307,15 +304,10 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
         )
         current = js.placement_of(self.s)
         wf_id = job_workflow_id(self.inp.namespace, self.inp.name)
-        reply = self.inp.revision >= PLACED_IN_REPLY
-        answer = await workflow.execute_local_activity(
-            act.ENQUEUE_JOB, EnqueueRequest(wf_id, self.s.seq, req, current, reply=reply),
-            result_type=EnqueueAnswer, start_to_close_timeout=STORE_TIMEOUT,
-            retry_policy=STORE_RETRY,
+        await workflow.execute_local_activity(
+            act.ENQUEUE_JOB, EnqueueRequest(wf_id, self.s.seq, req, current),
+            start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
         )
-        if reply and answer is not None and answer.placement is not None:
-            # placed by the round that took this request: act on it in this workflow task
-            js.assign(self.s, answer.placement)
 
     async def _submit(self, cluster: str, recs: list[ReplicaRecord], token: int) -> None:
         specs = [js.replica_spec(self.inp, self.t, r) for r in recs]

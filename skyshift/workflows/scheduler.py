@@ -1,9 +1,6 @@
 """SchedulerWorkflow (id ``scheduler``): the one queue of jobs waiting for a placement.
 
-Jobs arrive by signal-with-start (``enqueue``), or, from lifecycles of revision
-PLACED_IN_REPLY on, by update-with-start (``enqueue_placed``) answered with the placement of the
-round that tried them (that round does not signal them; a job it leaves pending gets None and
-its placement by signal later), so the scheduler exists as soon as one job does.
+Jobs arrive by signal-with-start (``enqueue``), so the scheduler exists as soon as one job does.
 Each round takes the queued jobs that have not been tried against the current capacity, highest
 priority first then oldest, and hands them all to ONE ``place_batch`` local activity (a marker
 in this history, no activity task and no workflow task for its result), which places them
@@ -39,7 +36,6 @@ with workflow.unsafe.imports_passed_through():
         EnqueueRequest,
         PlaceBatchInput,
         PlaceBatchResult,
-        Placement,
         QueueEntry,
         Reservation,
         RulesChanged,
@@ -52,9 +48,7 @@ with workflow.unsafe.imports_passed_through():
         SIG_CAPACITY,
         SIG_DEQUEUE,
         SIG_ENQUEUE,
-        SIG_PLACED,
         SIG_RULES,
-        UPD_ENQUEUE,
         WF_SCHEDULER,
     )
     from skyshift.workflows.common import (
@@ -93,23 +87,9 @@ class SchedulerWorkflow:
         self.epoch = st.epoch
         self.placing: set[str] = set()  # uids of the jobs in the batch being placed
         self.early: list[CapacityChanged] = []  # their replicas, reported before the batch ended
-        # the rounds' answers to requests waiting in an update (key -> seq, placement or None)
-        self.answers: dict[str, tuple[int, Placement | None]] = {}
-        self.closing = False  # continuing as new: waiting updates answer "later, by signal"
-        self.resignal: set[str] = set()  # jobs of the batch in flight that want a signal after all
 
     @workflow.signal(name=SIG_ENQUEUE)
     def enqueue(self, req: EnqueueRequest) -> None:
-        old = self.queue.get(req.request.key)
-        self._queue(req)
-        if old is not None and old.reply and self.queue.get(req.request.key) is old:
-            # the request of a waiting update again, by signal: its job stopped waiting for the
-            # reply (enqueue_job's fallback), so it is told by signal, also by a round in flight
-            old.reply = False
-            if old.req.request.uid in self.placing:
-                self.resignal.add(old.req.request.key)
-
-    def _queue(self, req: EnqueueRequest) -> None:
         key = req.request.key
         old = self.queue.get(key)
         if old and old.req.request.uid == req.request.uid and old.req.seq >= req.seq:
@@ -121,29 +101,6 @@ class SchedulerWorkflow:
             # queued again holding nothing (preempted, or its cluster lost): what was reserved
             # for it is gone, and a job waiting for that capacity must not wait for the TTL
             self._release(lambda r: r.uid == req.request.uid)
-
-    @workflow.update(name=UPD_ENQUEUE)
-    async def enqueue_placed(self, req: EnqueueRequest) -> Placement | None:
-        """An enqueue answered with the placement of the round that tries it (the job acts on
-        it in the workflow task that asked: no ``placed`` signal, no task for it). None: the
-        round left it pending (or this run ends first), its placement comes by signal later.
-
-        A retry of the same request (its update id) in this run gets this answer from Temporal;
-        in a later run it is queued again and the round repeats the decision recorded in etcd
-        for its ``seq`` (``place_batch``), so a request is never placed twice."""
-        self._queue(req)
-        key = req.request.key
-        entry = self.queue.get(key)
-        if entry is None or entry.req is not req or self.closing:
-            return None  # a duplicate (already queued, to be signalled) or this run is ending
-        entry.reply = True
-        await workflow.wait_condition(  # (not entry.reply: its job asked again by signal)
-            lambda: key in self.answers or self.closing or self.queue.get(key) is not entry
-            or not entry.reply
-        )
-        entry.reply = False
-        seq, placement = self.answers.pop(key, (req.seq, None))
-        return placement if seq == req.seq else None
 
     @workflow.signal(name=SIG_DEQUEUE)
     def dequeue(self, req: DequeueRequest) -> None:
@@ -257,7 +214,6 @@ class SchedulerWorkflow:
             if batch:
                 await self._place(batch)
             if history_full(self.cfg.history_limit):
-                self.closing = True
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(SchedulerInput(self.state(), self.cfg))
 
@@ -279,20 +235,6 @@ class SchedulerWorkflow:
         )
         return result
 
-    async def _resignal(self, result: PlaceBatchResult, sent: dict[str, QueueEntry]) -> None:
-        """Signal the placement to the jobs of this round that asked for it in an update's
-        reply and then by signal (they stopped waiting for the reply): the round did not."""
-        keys, self.resignal = self.resignal, set()
-        for out in result.outcomes:
-            if out.status != "placed" or out.key not in keys:
-                continue
-            placement = Placement(out.seq, dict(out.assignments), out.message)
-            try:
-                await workflow.get_external_workflow_handle(sent[out.key].req.workflow_id).signal(
-                    SIG_PLACED, placement)
-            except Exception as err:  # the job is gone
-                workflow.logger.warning("placement of %s not delivered: %s", out.key, err)
-
     async def _place(self, batch: list[QueueEntry]) -> None:
         epoch = self.epoch
         held = list(self.reservations)
@@ -312,10 +254,6 @@ class SchedulerWorkflow:
             current = entry is not None and entry.req.seq == out.seq and (
                 entry.req.request.uid == out.uid
             )
-            if sent[out.key].reply and current:
-                placed = out.status == "placed"
-                self.answers[out.key] = (out.seq, Placement(
-                    out.seq, dict(out.assignments), out.message) if placed else None)
             if out.status == "placed":
                 per = sent[out.key].req.request.per_replica
                 self.reservations += [
@@ -335,7 +273,6 @@ class SchedulerWorkflow:
                 if out.victims:
                     entry.nominated, entry.nominated_until = out.victims, out.nominated_until
         self.placing = set()
-        await self._resignal(result, sent)
         early, self.early = self.early, []
         if early and workflow.patched(EARLY_PATCH):
             for c in early:  # a job's replicas can run before the batch that placed it returns

@@ -28,12 +28,10 @@ from skyshift.contract.jobs import (
     DeleteReplicasInput,
     DeleteReplicasResult,
     DequeueRequest,
-    EnqueueAnswer,
     EnqueueRequest,
     JobStatusPatch,
     PlaceBatchInput,
     PlaceBatchResult,
-    Placement,
     PlaceOutcome,
     ReadJobInput,
     ReadJobResult,
@@ -63,8 +61,6 @@ class Fakes:
     # scheduler: cluster -> allocatable cpus (one node each), as etcd would show it
     allocatable: dict[str, float] = field(default_factory=dict)
     sync_results: list[SyncResult] = field(default_factory=list)
-    answer: Placement | None = None  # the next reply request's placement (enqueue_job)
-    place_gate: asyncio.Event | None = None  # place_batch returns once this is set
 
     def of(self, name: str) -> list[Any]:
         return [p for n, p in self.calls if n == name]
@@ -85,11 +81,8 @@ class Fakes:
     # ---- control queue ---------------------------------------------------------------------
 
     @activity.defn(name=act.ENQUEUE_JOB)
-    async def enqueue_job(self, req: EnqueueRequest) -> EnqueueAnswer:
+    async def enqueue_job(self, req: EnqueueRequest) -> None:
         self.calls.append(("enqueue_job", req))
-        # a reply request's round placed it (tests set this): the placement, else by signal
-        answer, self.answer = self.answer, None
-        return EnqueueAnswer(answer if req.reply else None)
 
     @activity.defn(name=act.DEQUEUE_JOB)
     async def dequeue_job(self, req: DequeueRequest) -> None:
@@ -124,8 +117,6 @@ class Fakes:
     @activity.defn(name=act.PLACE_BATCH)
     async def place_batch(self, inp: PlaceBatchInput) -> PlaceBatchResult:
         self.calls.append(("place_batch", inp))
-        if self.place_gate is not None:
-            await self.place_gate.wait()
         objs = [
             {
                 "metadata": {"name": c},

@@ -121,42 +121,6 @@ async def test_search_attributes_show_the_phase_the_submit_led_to(
         assert upserts == [{"SkyShiftPhase": "Running", "SkyShiftCluster": a}]
 
 
-async def test_placed_in_the_reply_to_its_enqueue(workflow_env: WorkflowEnvironment) -> None:
-    """A new lifecycle asks the scheduler for its placement in an update's reply: placed by the
-    round that took it, the job submits in the workflow task that asked (no ``placed`` signal,
-    no requeue timer), and runs to Succeeded as before."""
-    fakes, a = Fakes(), unique("a")
-    async with workers(workflow_env.client, fakes, [a]) as q:
-        inp = replace(job(), revision=REVISION)
-        fakes.answer = Placement(1, {a: 1}, "fits")
-        h = await start(workflow_env.client, q, inp)
-        submit = (await fakes.wait_for("submit_replicas"))[0]
-        assert submit.cluster == a and fakes.of("enqueue_job")[0].reply
-        await report(h, inp, a, 0, 0, "Succeeded", 0)
-        assert await h.result() == "Succeeded"
-        events = [e async for e in h.fetch_history_events()]
-    signals = [e.workflow_execution_signaled_event_attributes.signal_name for e in events
-               if e.HasField("workflow_execution_signaled_event_attributes")]
-    assert signals == [SIG_REPLICAS]
-    assert not any(e.HasField("timer_started_event_attributes") for e in events)
-    assert sum(e.HasField("workflow_task_completed_event_attributes") for e in events) == 3
-    assert len(fakes.of("enqueue_job")) == 1
-
-
-async def test_left_pending_by_its_round_waits_for_the_signal(
-    workflow_env: WorkflowEnvironment,
-) -> None:
-    """The reply without a placement (no cluster fits yet): the placement comes by signal."""
-    fakes, a = Fakes(), unique("a")
-    async with workers(workflow_env.client, fakes, [a]) as q:
-        inp = replace(job(), revision=REVISION)
-        h = await start(workflow_env.client, q, inp)
-        await place(h, fakes, 1, {a: 1})
-        await fakes.wait_for("submit_replicas")
-        await report(h, inp, a, 0, 0, "Succeeded", 0)
-        assert await h.result() == "Succeeded"
-
-
 async def test_restart_with_backoff_then_failed(workflow_env: WorkflowEnvironment) -> None:
     fakes, a = Fakes(), unique("a")
     async with workers(workflow_env.client, fakes, [a]) as q:

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateStage
+from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from skyshift.contract import activity_names as act
@@ -19,19 +19,12 @@ from skyshift.contract.jobs import (
     EnqueueRequest,
     PlaceBatchInput,
     PlaceBatchResult,
-    Placement,
     QueueEntry,
     SchedulerConfig,
     SchedulerInput,
     SchedulerState,
 )
-from skyshift.contract.names import (
-    SIG_CAPACITY,
-    SIG_DEQUEUE,
-    SIG_ENQUEUE,
-    SIG_PLACED,
-    UPD_ENQUEUE,
-)
+from skyshift.contract.names import SIG_CAPACITY, SIG_DEQUEUE, SIG_ENQUEUE
 from skyshift.scheduler.types import JobRequest
 from skyshift.workflows.scheduler import SchedulerWorkflow
 from tests.workflows.fakes import STARTED, Fakes, cpus, unique, workers
@@ -68,55 +61,6 @@ async def settle(h: WorkflowHandle[SchedulerWorkflow, None], queued: int) -> Sch
         if time.monotonic() > deadline:
             raise AssertionError(f"queue did not settle: {state}")
         await asyncio.sleep(0.02)
-
-
-async def test_enqueue_update_answered_with_its_rounds_placement(
-    workflow_env: WorkflowEnvironment,
-) -> None:
-    """A job's enqueue as an update: the reply is the placement of the round that tried it
-    (that round told the batch not to signal it); one that fits nowhere gets None and stays
-    queued, to be signalled when a later round places it."""
-    fakes = Fakes(allocatable={"a": 1.0})
-    async with workers(workflow_env.client, fakes, []) as q:
-        h = await start(workflow_env.client, q)
-        fits, big = request("fits", 1), request("big", 4)
-        fits.reply = big.reply = True
-        got = await h.execute_update(UPD_ENQUEUE, fits, result_type=Placement)
-        assert got == Placement(1, {"a": 1}, got.message)
-        assert await h.execute_update(UPD_ENQUEUE, big, result_type=Placement) is None
-        state = await settle(h, 1)
-    assert [e.req.request.key for e in state.queue] == ["ns/big"]
-    assert not state.queue[0].reply  # later rounds signal it
-    sent = [e for b in fakes.of("place_batch") for e in b.jobs]
-    assert [(e.req.request.key, e.reply) for e in sent] == [("ns/fits", True), ("ns/big", True)]
-
-
-async def test_enqueue_sent_again_by_signal_while_its_round_runs(
-    workflow_env: WorkflowEnvironment,
-) -> None:
-    """The job stopped waiting for the update's reply (enqueue_job's fallback) and queued the
-    same request by signal while the round that took it was out: whichever the scheduler saw
-    first, the job is told by signal (the scheduler signals it once that round returns, here to
-    no job: the failure is only logged; or a later round, which signals as usual)."""
-    fakes = Fakes(allocatable={"a": 1.0}, place_gate=asyncio.Event())
-    async with workers(workflow_env.client, fakes, []) as q:
-        h = await start(workflow_env.client, q)
-        req = request("late", 1)
-        req.reply = True
-        upd = await h.start_update(UPD_ENQUEUE, req, result_type=Placement,
-                                   wait_for_stage=WorkflowUpdateStage.ACCEPTED)
-        await fakes.wait_for("place_batch")
-        await h.signal(SIG_ENQUEUE, req)
-        assert fakes.place_gate is not None
-        fakes.place_gate.set()
-        assert (await upd.result()) is not None
-        await settle(h, 0)
-        told = [e.signal_external_workflow_execution_initiated_event_attributes
-                async for e in h.fetch_history_events()
-                if e.HasField("signal_external_workflow_execution_initiated_event_attributes")]
-    by_round = [e for b in fakes.of("place_batch")[1:] for e in b.jobs if not e.reply]
-    assert [(t.workflow_execution.workflow_id, t.signal_name) for t in told] == [
-        ("job/ns/late", SIG_PLACED)] or [e.req.request.key for e in by_round] == ["ns/late"]
 
 
 async def test_priority_then_fifo_in_one_batch(workflow_env: WorkflowEnvironment) -> None:
