@@ -23,7 +23,11 @@ from skyshift.devstack.components import (
     TemporalHealth,
 )
 
-CHECK_TIMEOUT = 2.0
+#: seconds one check may take: generous, since a one-shot `skyshift status` on a loaded machine
+#: must not call a slow answer unhealthy (nothing listening fails at once: the port is tried first)
+CHECK_TIMEOUT = 5.0
+#: a Temporal check connects (an mTLS handshake and a system-info call) and then asks
+TEMPORAL_CHECK_TIMEOUT = 10.0
 
 
 @dataclass
@@ -75,7 +79,7 @@ async def _temporal_search_attributes(health: TemporalHealth) -> set[str]:
     client = await connect(health.address, health.namespace, environ=environ)
     resp = await client.operator_service.list_search_attributes(
         ListSearchAttributesRequest(namespace=health.namespace),
-        timeout=timedelta(seconds=CHECK_TIMEOUT),
+        timeout=timedelta(seconds=TEMPORAL_CHECK_TIMEOUT),
     )
     return set(resp.custom_attributes)
 
@@ -86,7 +90,7 @@ def check_temporal(health: TemporalHealth) -> HealthResult:
         return HealthResult(False, f"nothing listens on {health.address}")
     try:
         found = asyncio.run(
-            asyncio.wait_for(_temporal_search_attributes(health), CHECK_TIMEOUT + 1)
+            asyncio.wait_for(_temporal_search_attributes(health), TEMPORAL_CHECK_TIMEOUT)
         )
     except Exception as exc:  # any failure just means "not healthy yet"
         why = (str(exc) or type(exc).__name__).splitlines()[0][:100]  # a timeout has no text
