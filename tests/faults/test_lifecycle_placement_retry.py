@@ -1,21 +1,32 @@
 """Issue 32: Temporal (or the control worker) killed right after a scheduler round told its jobs
-their placement, before the round's completion was recorded; a burst of 300 jobs, three times.
+their placement, before the round's completion was recorded, in a burst of 60 jobs.
 
 The bug this guards: the retried round decided again from newer capacity, overwrote etcd's
 placement with a different cluster, and the cluster the job's replica really ran on then removed
 it as "no longer placed here": a job Running for good with no replica anywhere.
 
 Three local clusters (fa 14, fb 10 and fc 6 cpus). Each round first fills fa with three gated
-4-cpu jobs (they prefer fa's label), so fb has the most room; then it submits 300 one-replica jobs
-of 0.1 cpu that run 15 s, through the API at about 100 per second. The failpoint
-``place_batch.signalled`` (skyshift/failpoints.py) is armed as the burst starts: the next round
-that has told jobs their placement (fb first) pauses before it returns, and the test kills
-Temporal with SIGKILL (restarted 10 s later by ``skyshift up`` on its SQLite file) or the control
-worker (restarted 4 s later). Two seconds into the outage the fillers end, so fa has the most room
-when Temporal retries the round: deciding again would now say fa. The skylets sweep for replicas
-placed elsewhere every 3 s here (``SKYSHIFT_ORPHAN_SWEEP``; 60 s by default), while the jobs
-run: that sweep is how the bug killed a replica. Every job must succeed with each replica run
-exactly once on one cluster, and etcd must say where the replicas ran (:func:`verify`).
+4-cpu jobs (they prefer fa's label) and waits until etcd's capacity counts them, so fb has the
+most room; then it submits 60 one-replica jobs of 0.1 cpu that run 15 s, through the API at about
+100 per second. The failpoint ``place_batch.signalled`` (skyshift/failpoints.py) is armed as the
+burst starts: the next round that has told jobs their placement (fb first) pauses before it
+returns; the fillers end, and once etcd shows fa with the most room (:func:`fa_has_most_room`)
+the test kills Temporal with SIGKILL (restarted 10 s later by ``skyshift up`` on its SQLite file)
+or the control worker (restarted 4 s later). So fa has the most room when Temporal retries the
+round: deciding again would now say fa. (Ending the fillers during the outage instead left it to a
+race whether the skylet's sync wrote fa's freed capacity before the retry: with the bug, one round
+of the Temporal kill passed one time in two.)
+The skylets sweep for replicas placed elsewhere every 3 s here (``SKYSHIFT_ORPHAN_SWEEP``; 60 s by
+default), while the jobs run: that sweep is how the bug killed a replica. Every job must succeed
+with each replica run exactly once on one cluster, and etcd must say where the replicas ran
+(:func:`verify`).
+
+One round of 60 jobs per kill kind: the failpoint makes the kill land deterministically in the
+first round that told a job its placement (in practice one or two jobs, the burst's first), so
+more jobs or rounds only repeat the same check. With ``recorded_decision`` disabled (the retried
+round decides again, as before the fix) this single round fails for both kinds: the histories
+show the paused round's requests answered ``{fb: 1}`` then ``{fa: 1}``.
+``SKYSHIFT_PLACEMENT_FAULT_ROUNDS`` and ``SKYSHIFT_PLACEMENT_FAULT_JOBS`` run more of them.
 """
 
 from __future__ import annotations
@@ -44,16 +55,17 @@ from tests.faults.lifecycle_helpers import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
-JOBS = 300
+JOBS = int(os.environ.get("SKYSHIFT_PLACEMENT_FAULT_JOBS", "60"))
 PACE = 0.01  # seconds between two submissions: about 100 jobs/s
-ROUNDS = int(os.environ.get("SKYSHIFT_PLACEMENT_FAULT_ROUNDS", "3"))
+ROUNDS = int(os.environ.get("SKYSHIFT_PLACEMENT_FAULT_ROUNDS", "1"))
 OUTAGE = {"temporal": 10.0, "control": 4.0}
 # seconds a replica runs: the first ones still run when the skylets' sync loops start again
-# after the outage; once the fillers end all 300 fit at once (30 cpus), so a round drains in one
+# after the outage; once the fillers end they all fit at once (30 cpus), so a round drains in one
 # wave: the waves of a smaller bed only added their 15 s each, not a check
 RUNS_FOR = 15.0
 CLUSTERS = (("fa", 14), ("fb", 10), ("fc", 6))
 FILLER_CPUS = 4  # three of them leave fa 2 free: fb has the most room until they end
+FREED_WITHIN = 15.0  # seconds for etcd to show the fillers (gone; the failpoint pauses 30 s)
 HISTORY_READS = 16  # Temporal histories read at once by answers_per_request
 LIVE = ("Pending", "Running")
 FILL = {"fill": "yes"}  # fa's label: the gated fillers prefer it
@@ -81,6 +93,22 @@ async def watch_placements(fs: FaultStack, names: set[str], seen: set[str],
                              f"stored placement is {placement}")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 1.0)
+
+
+async def fa_has_most_room(fs: FaultStack, most: bool) -> float:
+    """Wait until etcd's allocatable of fa is more than fb's whole capacity (``most``: the
+    fillers ended, a round deciding now prefers fa) or not (they run, fb has the most room);
+    returns how long that took."""
+    t0 = time.monotonic()
+    fb_total = dict(CLUSTERS)["fb"]
+    cpus = 0.0
+    while time.monotonic() - t0 < FREED_WITHIN:
+        status = ((await fs.cluster("fa")) or {}).get("status") or {}
+        cpus = sum(float(n.get("cpus") or 0) for n in (status.get("allocatable") or {}).values())
+        if (cpus > fb_total) == most:
+            return time.monotonic() - t0
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"fa's allocatable still {cpus} cpus after {FREED_WITHIN:g}s")
 
 
 async def answers_per_request(fs: FaultStack, names: list[str]) -> tuple[int, list[str]]:
@@ -120,6 +148,7 @@ async def one_round(fs: FaultStack, fp: Path, component: str, r: int) -> list[st
                for i in range(3)]
     await fs.submit_all(fillers)
     await fs.wait_started(f"r{r}-fill-", 3)
+    await fa_has_most_room(fs, most=False)  # etcd's capacity counts the fillers
     (fp / f"{PLACE_BATCH_SIGNALLED}.hit").unlink(missing_ok=True)
     (fp / f"{PLACE_BATCH_SIGNALLED}.armed").touch()
     progress = Progress(fs).start()
@@ -131,6 +160,8 @@ async def one_round(fs: FaultStack, fp: Path, component: str, r: int) -> list[st
         assert time.monotonic() - t0 < 120, "no placement round reached the failpoint"
         await asyncio.sleep(0.02)
     at_hit = time.monotonic() - t0
+    fs.release(f"fill-{r}")  # fa has the most room from now on
+    freed = await fa_has_most_room(fs, most=True)
     pid = await fs.kill9(component)
     killed = time.monotonic()
     misplaced: set[str] = set()
@@ -138,8 +169,6 @@ async def one_round(fs: FaultStack, fp: Path, component: str, r: int) -> list[st
     names = {m["metadata"]["name"] for m in fillers + burst_jobs}
     watcher = asyncio.create_task(watch_placements(fs, names, misplaced, done))
     submitted = len([m for m in burst_jobs if m["metadata"]["name"] in fs.jobs])
-    await asyncio.sleep(2)
-    fs.release(f"fill-{r}")  # fa has the most room from now on
     await until(killed, OUTAGE[component])
     restarted, up_s = await fs.restart(component)
     slowest = await burst
@@ -153,8 +182,9 @@ async def one_round(fs: FaultStack, fp: Path, component: str, r: int) -> list[st
     repeats, different = await answers_per_request(fs, sorted(expected))
     verdict.problems += different
     print(f"\n[placement-retry {component} #{r}] {JOBS} jobs; the failpoint was hit "
-          f"{at_hit:.1f}s into the burst with {submitted} submitted; {component} (pid {pid}) "
-          f"killed, back {restarted - killed:.1f}s later (`skyshift up` {up_s:.1f}s); slowest "
+          f"{at_hit:.1f}s into the burst with {submitted} submitted; fa freed in etcd "
+          f"{freed:.1f}s later; {component} (pid {pid}) killed, back {restarted - killed:.1f}s "
+          f"later (`skyshift up` {up_s:.1f}s); slowest "
           f"create {slowest:.2f}s; all terminal "
           f"{secs(progress.all_terminal_after(restarted, expected))} after the restart")
     print(f"[placement-retry {component} #{r}] {verdict.summary()}; {len(misplaced)} replicas "

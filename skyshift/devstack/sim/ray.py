@@ -245,7 +245,10 @@ class SimRayCluster:
         home = self.root / "home"
         home.mkdir(exist_ok=True)
         env = {k: v for k in _KEEP_ENV if (v := os.environ.get(k)) is not None}
-        env.update(HOME=str(home), RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1")
+        env.update(HOME=str(home), RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1",
+                   # on SIGTERM the head first drains for Ray Serve, 30 s by default, before it
+                   # stops its processes: `down` waited out its whole grace; nothing to drain here
+                   RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0")
         argv = self.argv(ray)
         uid: int | None = None
         gid: int | None = None
