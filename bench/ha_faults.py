@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import signal
 import sys
 import tempfile
 import time
@@ -59,11 +57,16 @@ class Requests:
 
     log: list[tuple[float, float, str]] = field(default_factory=list)
 
-    def failed(self, fault: float | None = None) -> dict[str, Any]:
-        """Failed requests, those in flight at ``fault`` (started before, ended after) apart,
-        and what they failed with."""
+    def failed(self, fault: float | None = None, gone: float | None = None) -> dict[str, Any]:
+        """Failed requests, those in flight at the fault apart (started before the killed
+        process was gone, at ``gone``, and ended after the fault: a process killed with SIGKILL
+        still accepts connections until the kernel has torn it down), and what they failed
+        with."""
         bad = [(s, e, why) for s, e, why in self.log if why]
-        in_flight = sum(1 for s, e, _ in bad if fault is not None and s <= fault <= e)
+        in_flight = 0
+        if fault is not None:
+            until = fault if gone is None else gone
+            in_flight = sum(1 for s, e, _ in bad if s <= until and e >= fault)
         return {"requests": len(self.log), "failed": len(bad) - in_flight,
                 "failed_in_flight": in_flight,
                 "failed_with": dict(Counter(why for *_, why in bad))}  # fmt: skip
@@ -135,8 +138,11 @@ Fault = Callable[[HaFaultStack], Awaitable[dict[str, Any]]]
 
 
 async def kill9(component: str, fs: HaFaultStack) -> dict[str, Any]:
-    os.kill(fs.pid(component), signal.SIGKILL)
-    return {"fault": f"SIGKILL {component}"}
+    """SIGKILL; returns once the process is gone (``_gone``: when, for :meth:`Requests.failed`)."""
+    t0 = time.monotonic()
+    await fs.kill9(component)
+    gone = time.monotonic()
+    return {"fault": f"SIGKILL {component}", "gone_after_s": round(gone - t0, 2), "_gone": gone}
 
 
 async def restart_temporal(fs: HaFaultStack) -> dict[str, Any]:
@@ -180,6 +186,7 @@ async def scenario(fs: HaFaultStack, name: str, fault: Fault, n: int) -> dict[st
         1 for j in fs.jobs if j.startswith(name)) >= n // 3, timeout=900)  # fmt: skip
     at = time.monotonic()
     detail = await fault(fs)
+    gone = detail.pop("_gone", None)
     await burst
     expected = {m["metadata"]["name"]: "Succeeded" for m in manifests}
     jobs = await fs.wait_jobs(expected, timeout=max(300.0, 3.0 * n))
@@ -194,7 +201,7 @@ async def scenario(fs: HaFaultStack, name: str, fault: Fault, n: int) -> dict[st
     restore_s = await fs.up()  # the next scenario starts with every process up
     out = {
         **detail, "jobs": n, "succeeded": succeeded, "lost": n - succeeded,
-        "duplicated": duplicated(runs, f"{name}-"), **fs.requests.failed(at),
+        "duplicated": duplicated(runs, f"{name}-"), **fs.requests.failed(at, gone),
         "first_succeeded_after_s": None if first is None else round(first, 1),
         "all_succeeded_after_s": None if every is None else round(every, 1),
         "restore_up_s": round(restore_s, 1),
