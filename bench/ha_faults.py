@@ -63,12 +63,14 @@ class Requests:
         still accepts connections until the kernel has torn it down), and what they failed
         with."""
         bad = [(s, e, why) for s, e, why in self.log if why]
+        late: list[float] = []  # seconds after the fault each failure not in flight started
         in_flight = 0
         if fault is not None:
             until = fault if gone is None else gone
             in_flight = sum(1 for s, e, _ in bad if s <= until and e >= fault)
+            late = sorted(round(s - fault, 3) for s, e, _ in bad if s > until or e < fault)
         return {"requests": len(self.log), "failed": len(bad) - in_flight,
-                "failed_in_flight": in_flight,
+                "failed_started_after_s": late, "failed_in_flight": in_flight,
                 "failed_with": dict(Counter(why for *_, why in bad))}  # fmt: skip
 
 

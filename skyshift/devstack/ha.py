@@ -124,7 +124,9 @@ def haproxy_config(ports: Ports) -> str:
     Temporal at once and each still serves, so Temporal must not empty the pool); a refused
     connection is retried on the other replica, and so is a GET or HEAD whose replica closed
     the connection without answering (it died with the request: reads are safe to send again;
-    a write is never sent twice, its client sees the connection close)."""
+    a write is never sent twice, its client sees the connection close). Every request gets a
+    connection of its own to its replica (loopback: cheap), so none is sent on an idle
+    connection of a replica that died since: it is refused and goes to the other one."""
     servers = "\n".join(
         f"    server api-{i} {LOOPBACK}:{ports.api + i} check" for i in range(1, REPLICAS + 1)
     )
@@ -145,6 +147,7 @@ backend api
     balance roundrobin
     retry-on conn-failure empty-response
     http-request disable-l7-retry if !METH_GET
+    http-reuse never
     option httpchk GET /readyz?exclude=temporal
     default-server inter 1s fall 2 rise 2
 {servers}
