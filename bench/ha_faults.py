@@ -6,7 +6,9 @@ one local cluster, and runs each scenario on a burst of ``--jobs`` jobs submitte
 
 a. ``etcd``: one etcd member SIGKILLed mid-burst;
 b. ``control``: one control worker SIGKILLed mid-burst;
-c. ``api``: one API replica SIGKILLed while two clients poll the job list through HAProxy;
+c. ``api``: one API replica SIGKILLed while two clients poll the job list and four watch the
+   jobs through HAProxy (a broken watch is resumed from its last resourceVersion; every watcher
+   must have seen every job end);
 d. ``temporal``: the Temporal server stopped (SIGTERM) and started again by ``skyshift up --ha``;
 e. ``rolling``: every SkyShift process (API replicas, control workers, skylet managers) stopped
    and started again by ``up --ha``, one after the other, during a burst spread over minutes.
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import sys
 import tempfile
 import time
@@ -48,6 +52,8 @@ SKYSHIFT_PROCESSES = ["control-1", "control-2", "skylet-manager-1", "skylet-mana
 #: seconds a scenario's burst is spread over (whatever its size): the rolling restart takes
 #: minutes, so its jobs are submitted and running while each process restarts
 PACE_OVER = {"rolling": 150.0}
+#: clients watching the jobs through HAProxy during a scenario (the API replica kill)
+WATCHES = {"api": 4}
 RETRIES = 20  # a submission that fails is tried again (a 409 then means the first one landed)
 
 
@@ -136,6 +142,79 @@ async def poll_clients(fs: HaFaultStack, stop: asyncio.Event, clients: int = 2) 
     await asyncio.gather(*(one() for _ in range(clients)))
 
 
+@dataclass
+class Watcher:
+    """A client watching the jobs through HAProxy, as ``skyctl get jobs --watch`` users do: when
+    its stream breaks it watches again from the last resourceVersion it saw (after a 410, the
+    list's). What it saw last of each job is checked against what happened."""
+
+    fs: HaFaultStack
+    phase: dict[str, str] = field(default_factory=dict)
+    breaks: int = 0
+    rv: str | None = None
+
+    def _see(self, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        if name := meta.get("name"):
+            self.phase[name] = str((obj.get("status") or {}).get("phase") or "")
+        self.rv = meta.get("resourceVersion") or self.rv
+
+    async def _relist(self) -> None:
+        r = await self.fs.api.get(f"/{NS}/jobs", timeout=30)
+        r.raise_for_status()
+        body = r.json()
+        for obj in body.get("objects") or body.get("items") or []:
+            self._see(obj)
+        self.rv = (body.get("metadata") or {}).get("resourceVersion") or self.rv
+
+    async def _stream(self) -> None:
+        params = {"watch": "true", **({"resourceVersion": self.rv} if self.rv else {})}
+        async with self.fs.api.stream("GET", f"/{NS}/jobs", params=params,
+                                      timeout=httpx.Timeout(30, read=None)) as resp:  # fmt: skip
+            if resp.status_code == 410:  # compacted past our version: list, then watch on
+                self.rv = None
+                await self._relist()
+                return
+            resp.raise_for_status()
+            async for line in resp.aiter_lines():
+                if line.strip():
+                    event = json.loads(line)
+                    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                        self._see(event.get("object") or {})
+                    elif event.get("type") == "BOOKMARK":
+                        self.rv = ((event.get("object") or {}).get("metadata") or {}).get(
+                            "resourceVersion") or self.rv  # fmt: skip
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self._relist()
+        while not stop.is_set():
+            with contextlib.suppress(httpx.HTTPError, ValueError):  # broken: watch again
+                await self._stream()
+            if not stop.is_set():
+                self.breaks += 1
+                await asyncio.sleep(0.2)
+
+    def missed(self, expected: dict[str, str]) -> int:
+        """Jobs whose last phase this watcher saw is not the one they ended in."""
+        return sum(1 for name, phase in expected.items() if self.phase.get(name) != phase)
+
+
+async def watch_until_seen(
+    watchers: list[Watcher], expected: dict[str, str], stop: asyncio.Event,
+    tasks: list[asyncio.Task[None]],
+) -> dict[str, Any]:  # fmt: skip
+    """Give the watchers up to 60 s to see every job's end, stop them; the figures."""
+    deadline = time.monotonic() + 60
+    while any(w.missed(expected) for w in watchers) and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+    stop.set()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return {"watches": len(watchers), "watch_breaks": sum(w.breaks for w in watchers),
+            "watch_missed": sum(w.missed(expected) for w in watchers)}  # fmt: skip
+
+
 Fault = Callable[[HaFaultStack], Awaitable[dict[str, Any]]]
 
 
@@ -182,6 +261,9 @@ async def scenario(fs: HaFaultStack, name: str, fault: Fault, n: int) -> dict[st
     progress = Progress(fs, interval=1.0).start()
     stop = asyncio.Event()
     clients = asyncio.create_task(poll_clients(fs, stop))
+    watch_stop = asyncio.Event()
+    watchers = [Watcher(fs) for _ in range(WATCHES.get(name, 0))]
+    watching = [asyncio.create_task(w.run(watch_stop)) for w in watchers]
     pace = PACE_OVER.get(name, 0.0) / n
     burst = asyncio.create_task(fs.submit_all(manifests, concurrency=8, pace=pace))
     await progress.wait("a third submitted", lambda: sum(
@@ -194,6 +276,7 @@ async def scenario(fs: HaFaultStack, name: str, fault: Fault, n: int) -> dict[st
     jobs = await fs.wait_jobs(expected, timeout=max(300.0, 3.0 * n))
     stop.set()
     await clients
+    watched = await watch_until_seen(watchers, expected, watch_stop, watching) if watchers else {}
     await progress.stop()
     runs = (await census(fs)).runs
     succeeded = sum(1 for j in expected if ((jobs.get(j) or {}).get("status") or {}).get(
@@ -206,7 +289,7 @@ async def scenario(fs: HaFaultStack, name: str, fault: Fault, n: int) -> dict[st
         "duplicated": duplicated(runs, f"{name}-"), **fs.requests.failed(at, gone),
         "first_succeeded_after_s": None if first is None else round(first, 1),
         "all_succeeded_after_s": None if every is None else round(every, 1),
-        "restore_up_s": round(restore_s, 1),
+        "restore_up_s": round(restore_s, 1), **watched,
     }  # fmt: skip
     print(f"[{name}] {out}", flush=True)
     return out
