@@ -62,12 +62,20 @@ class StackState:
         return cls(home=home, ports=ports, components=dict(raw.get("components") or {}),
                    mode=mode, temporal_db=db)  # fmt: skip
 
+    def _ports_used(self) -> dict[str, int]:
+        """The ports of the processes this stack runs (PostgreSQL's only under ``up --ha`` on
+        it: a single-node stack listing a port nothing listens on would mislead)."""
+        ports = self.ports.as_dict()
+        if self.mode != "ha" or self.temporal_db != "postgres":
+            ports.pop("postgres", None)
+        return ports
+
     def save(self) -> None:
         data = {
             "home": str(self.home),
             "mode": self.mode,
             "temporal_db": self.temporal_db,
-            "ports": self.ports.as_dict(),
+            "ports": self._ports_used(),
             "urls": urls(self.ports, self.home, self.mode, self.temporal_db),
             "components": self.components,
         }
