@@ -10,16 +10,11 @@ collection order. The rest are spread one test at a time.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import signal
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 import pytest
 
-from skyshift.compat.local.lb_run import RUN_BASE, run_dir
+from tests.fixtures.balancers import stop_balancers_under
 
 pytest_plugins = [
     "tests.fixtures.etcd",
@@ -152,42 +147,10 @@ def pytest_configure(config: pytest.Config) -> None:
 # ---- HAProxies of local clusters' services ----------------------------------------------------
 
 
-def _balancer_dirs(base: Path) -> Iterator[Path]:
-    """The ``lb`` directories of local clusters under ``base`` (LocalBalancer's lock is there)."""
-    for where, dirs, files in os.walk(base):  # symlinks are not followed
-        if os.path.basename(where) == "lb" and "lock" in files:
-            yield Path(where)
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(where, d))]
-
-
-def _runtime_dirs(lb: Path) -> list[Path]:
-    """Where the pid file of ``lb``'s HAProxy may be: ``lb`` itself (not root, or an older
-    skylet), and as root /run/skyshift/lb/<cluster>-<hash of ``lb``> (lb_run.run_dir)."""
-    if os.geteuid() != 0:
-        return [lb]
-    digest = run_dir("x", lb).name.rsplit("-", 1)[1]
-    return [lb, *RUN_BASE.glob(f"*-{digest}")]
-
-
-def _stop_haproxy(runtime: Path) -> None:
-    """SIGTERM to the HAProxy whose pid file is in ``runtime``, if that process is the one
-    started with that pid file (``-p <file>``), never another that got its pid."""
-    pidfile = runtime / "haproxy.pid"
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        pid = int(pidfile.read_text().split()[0])
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        if os.fsencode(pidfile) in argv:
-            os.kill(pid, signal.SIGTERM)
-    if runtime.parent == RUN_BASE:
-        shutil.rmtree(runtime, ignore_errors=True)
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _no_haproxy_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """At the end of the session (of each xdist worker), stop the HAProxies of the local
     clusters whose state is under this session's tmp dir: a stack's ``skyshift down`` leaves
     services running, and as root their runtime dirs would pile up in /run/skyshift/lb."""
     yield
-    for lb in _balancer_dirs(tmp_path_factory.getbasetemp()):
-        for runtime in _runtime_dirs(lb):
-            _stop_haproxy(runtime)
+    stop_balancers_under(tmp_path_factory.getbasetemp())

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -23,6 +24,7 @@ import yaml
 
 from skyshift.client.config import Context, load_config, save_config
 from skyshift.compat.local import proc as local_proc
+from skyshift.compat.local.lb_run import RUN_BASE, run_dir
 from skyshift.compat.local.user import default_work_root
 from skyshift.devstack.components import StackError
 
@@ -78,13 +80,27 @@ def stop_replicas(clusters: Path, grace: float) -> int:
     return running
 
 
+def _balancer_pid_files(clusters: Path) -> list[Path]:
+    """Where the HAProxies of the local clusters under ``clusters`` keep their pid files: the
+    cluster's ``lb`` directory, and as root the runtime directory lb_run made for it under
+    /run/skyshift/lb (named by the cluster and a hash of that ``lb`` directory)."""
+    found: list[Path] = []
+    for lb in sorted(clusters.glob("*/lb")):
+        found.append(lb / "haproxy.pid")
+        runtime = run_dir(lb.parent.name, lb)
+        if runtime != lb:
+            digest = runtime.name.rsplit("-", 1)[1]
+            found += [d / "haproxy.pid" for d in sorted(RUN_BASE.glob(f"*-{digest}"))]
+    return found
+
+
 def stop_balancers(clusters: Path) -> int:
     """Stop the HAProxy of every local cluster whose state is under ``clusters`` (the services
     of ``down --purge``'s clusters go with their directories). A pid file whose process is no
     HAProxy of that directory (it ended, and the pid was reused) is left alone. Returns how
     many were stopped."""
     stopped = 0
-    for pidfile in clusters.glob("*/lb/haproxy.pid"):
+    for pidfile in _balancer_pid_files(clusters):
         try:
             pid = int(pidfile.read_text().split()[0])
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
@@ -95,6 +111,8 @@ def stop_balancers(clusters: Path) -> int:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGTERM)
             stopped += 1
+        if pidfile.parent.parent == RUN_BASE:
+            shutil.rmtree(pidfile.parent, ignore_errors=True)
     return stopped
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import shutil
 import socket
 import sqlite3
@@ -33,6 +34,7 @@ from skyshift.devstack.components import (
 )
 from skyshift.devstack.local import attach_local_cluster
 from skyshift.lifecycle.client import connect
+from tests.fixtures.require import require
 from tests.fixtures.stack import DevStack, free_ports, new_stack, require_stack_binaries
 
 pytestmark = pytest.mark.integration
@@ -431,3 +433,30 @@ def test_purge_stops_service_proxies_and_removes_work_roots_of_every_stack_clust
         shutil.rmtree(work, ignore_errors=True)
     assert ("1 local service proxies", "stopped") in [(s.name, s.outcome) for s in purged]
     assert not work.exists() and not (home / "clusters").exists()
+
+
+def test_purge_stops_a_proxy_whose_pid_file_is_in_its_root_runtime_dir(tmp_path: Path) -> None:
+    """As root a local cluster's HAProxy keeps its pid file and config in
+    /run/skyshift/lb/<cluster>-<hash of its lb dir> (lb_run.run_dir), not in the cluster's
+    state: `down --purge` stops it there too and removes that directory (it used to look only in
+    the state, so every service proxy of a root stack outlived the purge)."""
+    from skyshift.compat.local.lb_run import run_dir
+
+    require(os.geteuid() == 0, "root (the runtime directories under /run/skyshift/lb)")
+    home = tmp_path / "home"
+    lb = home / "clusters" / "b" / "lb"
+    lb.mkdir(parents=True)
+    runtime = run_dir("b", lb)
+    runtime.mkdir(parents=True)
+    proxy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "haproxy",
+                              "-f", str(runtime / "haproxy.cfg")])  # fmt: skip
+    (runtime / "haproxy.pid").write_text(f"{proxy.pid}\n")
+    try:
+        purged = stack_mod.down(home, purge=True, grace=1.0)
+        assert proxy.wait(10) is not None
+    finally:
+        proxy.kill()
+        proxy.wait()
+        shutil.rmtree(runtime, ignore_errors=True)
+    assert ("1 local service proxies", "stopped") in [(s.name, s.outcome) for s in purged]
+    assert not runtime.exists()

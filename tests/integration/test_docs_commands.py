@@ -17,6 +17,7 @@ import pytest
 from skyshift.devstack.sim import k8s as sim_k8s
 from skyshift.devstack.sim import ray as sim_ray
 from skyshift.devstack.sim import slurm as sim_slurm
+from tests.fixtures.balancers import stop_balancers_under
 from tests.fixtures.docs_blocks import ROOT, directive, pages, parse
 from tests.fixtures.docs_run import PageRunner, Tally
 from tests.fixtures.require import strict
@@ -64,6 +65,9 @@ def runner(request: pytest.FixtureRequest) -> Iterator[PageRunner]:
         if reporter is not None:
             reporter.ensure_newline()
             reporter.write_line(tally.summary())
+        # the pages' own local clusters keep their state under base/w, where `down --purge`
+        # does not look: their service balancers (HAProxy) outlive the stack otherwise
+        stop_balancers_under(base)
         shutil.rmtree(base, ignore_errors=True)
 
 
