@@ -145,6 +145,11 @@ def ensure_namespace(address: str, tls_env: dict[str, str], timeout: float = 120
     raise StackError(f"temporal: could not register namespace {NAMESPACE}: {detail}")
 
 
+def sqlite_file(home: Path) -> Path:
+    """The server's SQLite database (``--temporal-db sqlite``)."""
+    return home / "temporal-server" / "temporal.db"
+
+
 def temporal_component(home: Path, first_port: int, pki: Pki, binary: str | None,
                        postgres_port: int = 0) -> Component:  # fmt: skip
     """The server on ``first_port`` (its frontend) and the eight ports after it, its store the
@@ -159,7 +164,7 @@ def temporal_component(home: Path, first_port: int, pki: Pki, binary: str | None
             server = postgres.Server(postgres_port, postgres.password(home))
             stores = postgres.temporal_stores(server)
         else:
-            store = sqlite_store(d / "temporal.db")
+            store = sqlite_store(sqlite_file(home))
             stores = {"default": store, "visibility": store}
         config = write_config(d, pki, ports, stores, config.name)
     address = f"{LOOPBACK}:{first_port}"

@@ -16,6 +16,7 @@ import pwd
 import shutil
 import signal
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -80,12 +81,12 @@ def stop_replicas(clusters: Path, grace: float) -> int:
     return running
 
 
-def _balancer_pid_files(clusters: Path) -> list[Path]:
-    """Where the HAProxies of the local clusters under ``clusters`` keep their pid files: the
-    cluster's ``lb`` directory, and as root the runtime directory lb_run made for it under
+def _balancer_pid_files(lbs: Iterable[Path]) -> list[Path]:
+    """Where the HAProxies of the local clusters with these ``lb`` directories keep their pid
+    files: the ``lb`` directory, and as root the runtime directory lb_run made for it under
     /run/skyshift/lb (named by the cluster and a hash of that ``lb`` directory)."""
     found: list[Path] = []
-    for lb in sorted(clusters.glob("*/lb")):
+    for lb in lbs:
         found.append(lb / "haproxy.pid")
         runtime = run_dir(lb.parent.name, lb)
         if runtime != lb:
@@ -94,26 +95,33 @@ def _balancer_pid_files(clusters: Path) -> list[Path]:
     return found
 
 
-def stop_balancers(clusters: Path) -> int:
-    """Stop the HAProxy of every local cluster whose state is under ``clusters`` (the services
-    of ``down --purge``'s clusters go with their directories). A pid file whose process is no
-    HAProxy of that directory (it ended, and the pid was reused) is left alone. Returns how
-    many were stopped."""
-    stopped = 0
-    for pidfile in _balancer_pid_files(clusters):
-        try:
-            pid = int(pidfile.read_text().split()[0])
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        except (OSError, ValueError, IndexError):
-            continue
-        if "haproxy" not in argv or str(pidfile.parent) not in argv:
-            continue
+def _stop_haproxy(pidfile: Path) -> bool:
+    """SIGTERM to the HAProxy of ``pidfile`` if its process is one (a pid reused by another
+    process is left alone); its runtime directory under /run/skyshift/lb goes either way."""
+    stopped = False
+    try:
+        pid = int(pidfile.read_text().split()[0])
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except (OSError, ValueError, IndexError):
+        argv = ""
+    if "haproxy" in argv and str(pidfile.parent) in argv:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGTERM)
-            stopped += 1
-        if pidfile.parent.parent == RUN_BASE:
-            shutil.rmtree(pidfile.parent, ignore_errors=True)
+            stopped = True
+    if pidfile.parent.parent == RUN_BASE:
+        shutil.rmtree(pidfile.parent, ignore_errors=True)
     return stopped
+
+
+def stop_balancer_dirs(lbs: Iterable[Path]) -> int:
+    """Stop the HAProxy of every local cluster with one of these ``lb`` directories; how many."""
+    return sum(_stop_haproxy(pidfile) for pidfile in _balancer_pid_files(lbs))
+
+
+def stop_balancers(clusters: Path) -> int:
+    """Stop the HAProxy of every local cluster whose state is under ``clusters`` (the services
+    of ``down --purge``'s clusters go with their directories). Returns how many were stopped."""
+    return stop_balancer_dirs(sorted(clusters.glob("*/lb")))
 
 
 def work_roots(clusters: Path) -> list[Path]:

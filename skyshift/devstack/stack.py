@@ -30,6 +30,7 @@ from skyshift.devstack.components import (
 )
 from skyshift.devstack.etcd_auth import secure_home
 from skyshift.devstack.ha import build_ha_components, etcd_endpoints, etcd_pki
+from skyshift.devstack.ha_temporal import sqlite_file
 from skyshift.devstack.local import stop_balancers, stop_replicas, work_roots
 
 STATE_FILE = "stack.json"
@@ -92,7 +93,7 @@ def urls(ports: Ports, home: Path, mode: str = "single",
         store = (
             f"PostgreSQL {LOOPBACK}:{ports.postgres} (databases temporal, temporal_visibility)"
             if temporal_db == "postgres"
-            else f"SQLite {home / 'temporal-server' / 'temporal.db'}"
+            else f"SQLite {sqlite_file(home)}"
         )
         return {
             "etcd": f"{etcd_endpoints(ports)} (TLS, certificates in {etcd_pki(home).ca.parent})",

@@ -24,7 +24,11 @@ from skyshift.devstack.replay_cli import Options, check
 from skyshift.workers.control import WORKFLOWS
 from skyshift.workflows.job import JobWorkflow
 from tests.fixtures.temporal import LifecycleStack
-from tests.integration.test_temporal_server import mtls_stack, temporal_mtls  # noqa: F401
+from tests.integration.test_temporal_server import (  # noqa: F401 (fixtures)
+    mtls_stack,
+    run_job_to_succeeded,
+    temporal_mtls,
+)
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]
 
@@ -89,12 +93,7 @@ async def test_replay_check_over_mtls_on_the_temporal_server(
     frontend requiring a client certificate: the command connects with SKYSHIFT_TEMPORAL_TLS_*
     alone, as the workers do, and that server's visibility answers its queries."""
     s = mtls_stack
-    await s.start_process("control")
-    await s.start_process("skylet_manager")
-    await s.add_cluster("rcm-local")
-    await s.cluster_phase("rcm-local", "Ready", timeout=120)
-    await s.submit("rcm-job", "echo hello")
-    await s.job_phase("rcm-job", "Succeeded", timeout=120)
+    await run_job_to_succeeded(s, "rcm-local", "rcm-job", "echo hello")
     code, out = await run_command(s, "--verbose")
     assert code == 0, out
     assert f"ok JobWorkflow {job_workflow_id('default', 'rcm-job')} run " in out

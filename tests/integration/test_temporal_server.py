@@ -116,14 +116,20 @@ async def mtls_stack(
         await stack.close()
 
 
-async def test_a_job_runs_on_the_temporal_server_over_mtls(mtls_stack: LifecycleStack) -> None:
-    s = mtls_stack
+async def run_job_to_succeeded(s: LifecycleStack, cluster: str, job: str, command: str) -> None:
+    """The control worker and the skylet manager as processes, a local cluster Ready, and one
+    job on it to Succeeded."""
     await s.start_process("control")
     await s.start_process("skylet_manager")
-    await s.add_cluster("mtls-local")
-    await s.cluster_phase("mtls-local", "Ready", timeout=120)
-    await s.submit("mtls-job", "echo hello over mtls")
-    await s.job_phase("mtls-job", "Succeeded", timeout=120)
+    await s.add_cluster(cluster)
+    await s.cluster_phase(cluster, "Ready", timeout=120)
+    await s.submit(job, command)
+    await s.job_phase(job, "Succeeded", timeout=120)
+
+
+async def test_a_job_runs_on_the_temporal_server_over_mtls(mtls_stack: LifecycleStack) -> None:
+    s = mtls_stack
+    await run_job_to_succeeded(s, "mtls-local", "mtls-job", "echo hello over mtls")
     [rdir] = s.replica_dirs("mtls-local")
     log = (s.state_dirs["mtls-local"] / "replicas" / rdir / "log").read_text()
     assert "hello over mtls" in log
