@@ -13,7 +13,10 @@ Temporal gRPC and UI) plus every TCP or UDP socket the stack's processes listen 
 has finished (the dev server's internal services and membership ports, the workers' and the
 API's metrics listeners), found in ``/proc``. The table is named after the stack's home
 (``inet skyshift_<hash>``), replaced atomically on every ``up`` and deleted by ``down``, so
-stacks on one host never touch each other's rules.
+stacks on one host never touch each other's rules. A table's comment names its home: a stack
+that died without ``down`` (killed, its home removed) leaves a table whose ports the next stacks
+may well listen on, and would refuse their replicas their own API; every ``up`` removes the
+tables of stacks that no longer run (:func:`prune`).
 
 Why nftables and not a network namespace per replica: replicas must keep reaching the API, each
 other's host ports and the services' HAProxy addresses on loopback; a netns would need a veth,
@@ -27,7 +30,7 @@ import hashlib
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 TABLE_PREFIX = "skyshift_"
@@ -99,8 +102,17 @@ def listening_ports(groups: Iterable[int]) -> set[int]:
     return ports
 
 
-def ruleset(table: str, gid: int, ports: Iterable[int]) -> str:
-    """The nft script that (re)creates ``table`` refusing group ``gid`` these local ports."""
+def _comment(home: Path | None) -> list[str]:
+    """The table's comment line naming ``home`` (none for a path nft cannot quote)."""
+    text = str(home.absolute()) if home is not None else ""
+    if not text or '"' in text or "\n" in text or len(text.encode()) > 127:
+        return []
+    return [f'  comment "{text}"']
+
+
+def ruleset(table: str, gid: int, ports: Iterable[int], home: Path | None = None) -> str:
+    """The nft script that (re)creates ``table`` refusing group ``gid`` these local ports,
+    its comment naming the stack's ``home``."""
     listed = ", ".join(str(p) for p in sorted(set(ports)))
     rule = (f"meta skgid {gid} fib daddr type local meta l4proto {{ tcp, udp }} "
             f"th dport {{ {listed} }} counter reject")  # fmt: skip
@@ -110,6 +122,7 @@ def ruleset(table: str, gid: int, ports: Iterable[int]) -> str:
         f"table inet {table}",  # so that the delete below never fails
         f"delete table inet {table}",
         f"table inet {table} {{",
+        *_comment(home),
         "  chain output {",
         "    type filter hook output priority filter; policy accept;",
         f"    {tcp_rule}",
@@ -126,12 +139,51 @@ def install(home: Path, gid: int, ports: Iterable[int]) -> str:
     if nft is None:
         raise FirewallError("nft is not installed (apt-get install nftables, or ./dev install)")
     table = table_name(home)
-    script = ruleset(table, gid, ports)
+    script = ruleset(table, gid, ports, home)
     done = subprocess.run([nft, "-f", "-"], input=script, capture_output=True, text=True,
                           timeout=30)  # fmt: skip
     if done.returncode != 0:
         raise FirewallError(f"nft refused the rules: {(done.stderr or done.stdout).strip()}")
     return table
+
+
+def _nft(nft: str, *args: str) -> str | None:
+    done = subprocess.run([nft, *args], capture_output=True, text=True, timeout=30)
+    return done.stdout if done.returncode == 0 else None
+
+
+def tables() -> dict[str, Path | None]:
+    """Every stack's table on this host and the home its comment names (None: no comment, a
+    table written before tables named their home)."""
+    nft = nft_binary()
+    listed = _nft(nft, "list", "tables", "inet") if nft else None
+    found: dict[str, Path | None] = {}
+    for line in (listed or "").splitlines():
+        name = line.split()[-1] if line.startswith("table inet ") else ""
+        if not name.startswith(TABLE_PREFIX) or nft is None:
+            continue
+        home: Path | None = None
+        for row in (_nft(nft, "list", "table", "inet", name) or "").splitlines():
+            row = row.strip()
+            if row.startswith('comment "') and row.endswith('"'):
+                home = Path(row[len('comment "'):-1])
+                break
+        found[name] = home
+    return found
+
+
+def prune(running: Callable[[Path], bool], keep: Path) -> list[str]:
+    """Delete the tables of stacks that no longer run (``running(home)`` is false, or the
+    table names no home), never ``keep``'s; returns the tables deleted."""
+    nft = nft_binary()
+    gone: list[str] = []
+    mine = table_name(keep)
+    for name, home in tables().items():
+        if nft is None or name == mine or (home is not None and running(home)):
+            continue
+        if _nft(nft, "delete", "table", "inet", name) is not None:
+            gone.append(name)
+    return gone
 
 
 def remove(home: Path) -> bool:

@@ -11,13 +11,14 @@ each point, so nobody mistakes a development stack for an isolated one.
 from __future__ import annotations
 
 import grp
+import json
 import os
 import pwd
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skyshift.devstack import firewall
+from skyshift.devstack import firewall, procs
 from skyshift.devstack.components import LOOPBACK, Ports
 from skyshift.devstack.local import LOCAL_CLUSTER, RUN_USER
 
@@ -51,6 +52,11 @@ def enforce(home: Path, ports: Ports, records: dict[str, dict[str, Any]]) -> Iso
         out.missing = not_root(home, ports)
         return out
     gid = pwd.getpwnam(RUN_USER).pw_gid
+    stale = firewall.prune(stack_running, keep=home)
+    if stale:
+        out.enforced.append(
+            f"removed the firewall tables of stacks that no longer run: {', '.join(stale)}"
+        )
     try:
         table = firewall.install(home, gid, out.ports)
     except firewall.FirewallError as exc:
@@ -69,6 +75,24 @@ def enforce(home: Path, ports: Ports, records: dict[str, dict[str, Any]]) -> Iso
         f"group {RUN_USER}, with a /proc that shows only their own processes"
     )
     return out
+
+
+def stack_running(home: Path) -> bool:
+    """Whether any process of the stack in ``home`` still runs (its ``stack.json`` names them
+    with their start times). An unreadable ``stack.json`` counts as running: keep its table."""
+    try:
+        raw = json.loads((home / "stack.json").read_text())
+        records = list((raw.get("components") or {}).values())
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError, AttributeError):
+        return True
+    for record in records:
+        pid = record.get("pid") if isinstance(record, dict) else None
+        ticks = record.get("start_ticks") if isinstance(record, dict) else None
+        if isinstance(pid, int) and procs.is_ours(pid, ticks if isinstance(ticks, int) else None):
+            return True
+    return False
 
 
 def not_root(home: Path, ports: Ports) -> list[str]:

@@ -3,6 +3,7 @@ the rule refuses the replicas' group and nobody else, and that ``remove`` takes 
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from skyshift.devstack import firewall, isolation
+from skyshift.devstack import firewall, isolation, procs
 from skyshift.devstack.components import Ports
 from tests.fixtures.require import require
 
@@ -38,6 +39,54 @@ def test_ruleset_replaces_the_table_and_names_every_port() -> None:
                                        "table inet skyshift_abc {"]  # fmt: skip
     assert "meta skgid 995 fib daddr type local tcp dport { 7233, 8233 }" in script
     assert "reject with tcp reset" in script
+
+
+def test_the_table_names_its_home_when_nft_can_quote_it(tmp_path: Path) -> None:
+    assert f'  comment "{tmp_path}"' in firewall.ruleset("skyshift_abc", 995, [1], tmp_path)
+    for odd in (tmp_path / 'a"b', tmp_path / ("x" * 130)):
+        assert "comment" not in firewall.ruleset("skyshift_abc", 995, [1], odd)
+
+
+def test_a_stack_runs_while_a_process_its_state_names_runs(tmp_path: Path) -> None:
+    assert not isolation.stack_running(tmp_path)  # no stack.json: never started, or purged
+    state = tmp_path / "stack.json"
+    me = {"pid": os.getpid(), "start_ticks": procs.start_ticks(os.getpid())}
+    state.write_text(json.dumps({"components": {"api": me}}))
+    assert isolation.stack_running(tmp_path)
+    state.write_text(json.dumps({"components": {"api": {**me, "start_ticks": 1}}}))
+    assert not isolation.stack_running(tmp_path)  # the pid now belongs to another process
+    state.write_text("{not json")
+    assert isolation.stack_running(tmp_path)  # unreadable: keep its table
+
+
+def test_up_removes_the_tables_of_dead_stacks_only(tmp_path: Path) -> None:
+    """A stack killed without ``down`` left a table refusing ports that later stacks listen
+    on (a tenant's Ray job then found the new stack's API refused); pruning removes it, keeps
+    a live stack's table and the one being installed, and removes a table naming no home."""
+    require(os.geteuid() == 0 and firewall.nft_binary() is not None, "root and nftables")
+    dead, live, mine = tmp_path / "dead", tmp_path / "live", tmp_path / "mine"
+    for home in (dead, live, mine):
+        home.mkdir()
+    (live / "stack.json").write_text(json.dumps({"components": {"api": {"pid": os.getpid()}}}))
+    bare = firewall.TABLE_PREFIX + "t" + str(os.getpid())
+    gid = 64000 + os.getpid() % 1000
+    try:
+        for home in (dead, live, mine):
+            firewall.install(home, gid, [1])
+        nft = firewall.nft_binary()
+        assert nft is not None
+        subprocess.run([nft, "add", "table", "inet", bare], check=True)
+        homes = firewall.tables()
+        assert homes[firewall.table_name(dead)] == dead and homes[bare] is None
+        gone = firewall.prune(isolation.stack_running, keep=mine)
+        assert {firewall.table_name(dead), bare} <= set(gone)  # and any other dead stack's
+        assert firewall.table_name(live) not in gone and firewall.table_name(mine) not in gone
+        assert firewall.current_ports(live) == {1} and firewall.current_ports(mine) == {1}
+        assert firewall.current_ports(dead) is None
+    finally:
+        for home in (dead, live, mine):
+            firewall.remove(home)
+        subprocess.run(["nft", "delete", "table", "inet", bare], capture_output=True)
 
 
 def test_tables_are_per_home(tmp_path: Path) -> None:
