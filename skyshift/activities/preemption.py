@@ -112,6 +112,7 @@ def nominate(
         decision.reclaimed = sorted(
             v.key for v in victims if v.priority >= entry.req.request.priority
         )
+        decision.waits_on = sorted({c for v in victims for c in v.placement})
         decision.message = f"preempting {', '.join(decision.victims)}; {decision.message}"
 
 

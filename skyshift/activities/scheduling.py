@@ -347,7 +347,8 @@ class SchedulingActivities:
         quotas = await quota_infos(self.store, batch_holdings(inp.jobs, recorded))
         now = time.time()
         requests = [replace(e.req.request, admitted=bool(e.req.current),
-                            nominated=e.nominated_until > now) for e in fresh]
+                            nominated=e.nominated_until > now, waits_on=list(e.waits_on))
+                    for e in fresh]
         decided = iter(schedule_batch(requests, infos, policies, quotas))
         decisions = [recorded.get(e.req.request.key) or next(decided) for e in inp.jobs]
         await self._preempt(inp, decisions, clusters, held, set(recorded))
@@ -417,11 +418,12 @@ class SchedulingActivities:
         req = entry.req.request
         if decision.victims:
             await evict(self.client, req.key, req.priority, decision.victims, decision.reclaimed)
-            out.victims = list(decision.victims)
+            out.victims, out.waits_on = list(decision.victims), list(decision.waits_on)
             out.nominated_until = time.time() + NOMINATION_TTL
             await failpoints.reached(failpoints.PREEMPT_SIGNALLED)
         elif entry.nominated and entry.nominated_until > time.time():
             out.victims, out.nominated_until = list(entry.nominated), entry.nominated_until
+            out.waits_on = list(entry.waits_on)
 
     async def _grow(self, inp: PlaceBatchInput, decisions: list[Decision], clusters: list[Obj],
                     infos: list[ClusterInfo], policies: list[FilterPolicyInfo]) -> None:

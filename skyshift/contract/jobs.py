@@ -228,6 +228,7 @@ class QueueEntry:
     # their capacity instead of evicting more (skyshift.activities.preemption)
     nominated: list[str] = field(default_factory=list)
     nominated_until: float = 0.0
+    waits_on: list[str] = field(default_factory=list)  # the clusters those victims ran on
 
 
 @dataclass
@@ -266,6 +267,7 @@ class PlaceOutcome:
     message: str = ""
     victims: list[str] = field(default_factory=list)  # evicted for it this round
     nominated_until: float = 0.0
+    waits_on: list[str] = field(default_factory=list)  # the clusters the victims ran on
 
 
 @dataclass

@@ -67,6 +67,17 @@ class _Node:
     def free(self) -> Resources:
         return Resources(self.cpus, self.memory, self.gpus, dict(self.acc))
 
+    def set_aside(self, left: "_Node") -> None:
+        """Take what is free here of ``left``, resource by resource; ``left`` keeps the rest."""
+        for attr in ("cpus", "memory", "gpus"):
+            got = max(min(getattr(self, attr), getattr(left, attr)), 0)
+            setattr(self, attr, getattr(self, attr) - got)
+            setattr(left, attr, getattr(left, attr) - got)
+        for kind, want in left.acc.items():
+            got = max(min(self.acc.get(kind, 0), want), 0)
+            self.acc[kind] = self.acc.get(kind, 0) - got
+            left.acc[kind] = want - got
+
 
 def describe(req: Resources) -> str:
     """'cpus 4, memory 8000MB, A100 1' for messages."""
@@ -106,6 +117,7 @@ class Ledger:
         self._initial: dict[str, list[_Node]] = {}
         self._initial_holds: dict[tuple[str, tuple[object, ...]], int] = {}
         self._queues: dict[str, _Queue] = {}
+        self._held: dict[str, list[str]] = {}  # cluster -> jobs its free capacity is held for
         for c in clusters:
             if c.name in self._nodes:
                 continue  # duplicate name: the first one wins
@@ -158,6 +170,16 @@ class Ledger:
         if left > 0:
             raise ValueError(f"cluster {cluster} cannot hold {replicas} replicas")
 
+    def hold(self, cluster: str, need: Resources, key: str) -> None:
+        """Set ``need`` aside on ``cluster`` for job ``key``, as far as it is free (even when
+        one replica of it does not fit yet): no job placed after this gets that capacity."""
+        if cluster not in self._nodes:
+            return
+        left = _Node(key, need)
+        for node in self._nodes[cluster]:
+            node.set_aside(left)
+        self._held.setdefault(cluster, []).append(key)
+
     def explain(self, cluster: str, req: Resources, replicas: int, holds: int) -> str:
         """Why ``cluster`` cannot take all ``replicas`` (it holds ``holds`` of them now)."""
         nodes = self._nodes.get(cluster, [])
@@ -168,7 +190,9 @@ class Ledger:
         else:
             why = "insufficient resources: " + self._no_node_fits(nodes, req)
         initial = self._holds_at_start(cluster, req)
-        if initial > holds:
+        if held := self._held.get(cluster):
+            why += f" (its free capacity is held for {', '.join(held)}, which preempted jobs there)"
+        elif initial > holds:
             why += " (free capacity was reserved by jobs placed earlier in this batch)"
         q = self._queues.get(cluster)
         if q is not None and any(req.fits_in(cap) for cap in q.caps) and not q.room.fit(

@@ -16,6 +16,8 @@ Semantics:
   capacity it cannot use (e.g. a 2-cpu job runs while an 8-cpu job waits for a big node). This
   keeps clusters busy; the price is that a large job can wait while small ones keep arriving, so
   starvation protection (e.g. priority aging) is the queue's business, not this function's.
+  Except for a preemptor waiting for its victims (``nominated``): what is free on their
+  clusters (``waits_on``) is held for it, up to its request, even while it does not fit yet.
 * Spread. Feasible clusters are ranked (preference weights, then headroom, then name); the top
   one gets as many replicas as its nodes hold, the rest spill to the next, and so on. A job that
   fits in the best cluster stays there; 12 replicas over three clusters holding 4 each go 4/4/4.
@@ -76,7 +78,19 @@ def schedule_batch(
     decisions: dict[int, Decision] = {}
     for i in admission_order(jobs, book):
         decisions[i] = admit_job(jobs[i], ordered, policies, ledger, book)
+        if not decisions[i].placed:
+            hold_for_preemptor(jobs[i], ledger)
     return [decisions[i] for i in range(len(jobs))]
+
+
+def hold_for_preemptor(job: JobRequest, ledger: Ledger) -> None:
+    """A preemptor not placed yet: what is free on its victims' clusters is its. Victims free
+    their capacity one by one; backfill would give the first freed part to a job after it (one
+    of the victims, queued again) and the preemptor would wait for that job to end."""
+    if job.nominated and job.replicas > 0:
+        need = job.per_replica.scaled(job.replicas)
+        for cluster in job.waits_on:
+            ledger.hold(cluster, need, job.key)
 
 
 def admission_order(jobs: Sequence[JobRequest], book: QuotaBook) -> Iterator[int]:

@@ -107,6 +107,9 @@ class JobRequest:
     # "PreemptLowerPriority": may evict lower-priority jobs to fit; "Never": only waits
     preemption: str = "PreemptLowerPriority"
     nominated: bool = False  # evicted jobs for the capacity now freeing: placed first
+    # the clusters its victims ran on: while it waits (nominated), their free capacity, up to
+    # what it asks for, is held for it and no job after it in the round gets that
+    waits_on: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -125,6 +128,7 @@ class Decision:
     message: str = ""
     victims: list[str] = field(default_factory=list)  # jobs to evict for it ("ns/name")
     reclaimed: list[str] = field(default_factory=list)  # victims evicted as borrowers only
+    waits_on: list[str] = field(default_factory=list)  # the clusters the victims ran on
 
     @property
     def placed(self) -> bool:

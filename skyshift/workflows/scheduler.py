@@ -272,6 +272,7 @@ class SchedulerWorkflow:
                 entry.undelivered = entry.undelivered or out.status == "undelivered"
                 if out.victims:
                     entry.nominated, entry.nominated_until = out.victims, out.nominated_until
+                    entry.waits_on = out.waits_on
         self.placing = set()
         early, self.early = self.early, []
         if early and workflow.patched(EARLY_PATCH):

@@ -25,12 +25,14 @@ LIVE = ("Pending", "Running")
 
 
 class ReplicaWatch:
-    """Counts the cluster's live replicas at every poll (the most ever seen, and by name)."""
+    """Counts the cluster's live replicas at every poll (the most ever seen, and by name), and
+    keeps every set of live replicas it saw, in order."""
 
     def __init__(self, s: LifecycleStack, cluster: str) -> None:
         self.mgr = LocalManager(cluster, {"state_dir": str(s.state_dirs[cluster]), "cpus": 1})
         self.most = 0
         self.doubled: list[str] = []
+        self.seen: list[list[str]] = []
         self.task = asyncio.create_task(self._poll())
 
     async def live(self) -> list[str]:
@@ -43,10 +45,24 @@ class ReplicaWatch:
                 self.most = max(self.most, len(names))
                 if len(set(names)) != len(names):
                     self.doubled.append(",".join(names))
+                if not self.seen or self.seen[-1] != sorted(names):
+                    self.seen.append(sorted(names))
             await asyncio.sleep(0.1)
 
     def stop(self) -> None:
         self.task.cancel()
+
+    def back_before(self, job: str, first: str) -> bool:
+        """Whether a replica of ``job`` was gone and live again before ``first``'s ran."""
+        was, gone = False, False
+        for names in self.seen:
+            if any(n.startswith(f"{first}-") for n in names):
+                return False
+            live = any(n.startswith(f"{job}-") for n in names)
+            if live and gone:
+                return True
+            gone, was = gone or (was and not live), live
+        return False
 
 
 def preempted_condition(job: dict[str, Any]) -> str:
@@ -170,6 +186,8 @@ async def test_two_low_jobs_are_evicted_for_one_and_both_come_back(
             shown = describe_text(kind_info("Job"), low)
             assert "Preempted by default/big: it has priority 10" in shown
         await s.job_phase("big", "Succeeded", timeout=60)
+        for name in ("low-1", "low-2"):  # what its victims freed one by one was held for big
+            assert not watch.back_before(name, "big"), f"{name} ran again first: {watch.seen}"
         await s.job_phase("polite", "Succeeded", timeout=60)  # it waited, evicting nobody
         for name in ("low-1", "low-2"):
             await s.job_phase(name, "Running", timeout=90)

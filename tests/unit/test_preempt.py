@@ -10,15 +10,23 @@ import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
 
-from skyshift.activities.preemption import running_of
+from skyshift.activities.preemption import nominate, running_of
 from skyshift.activities.store import apply_job_patch
 from skyshift.cli.main import cli
-from skyshift.contract.jobs import UNPLACED, JobState, JobStatusPatch, ReplicaRecord
+from skyshift.contract.jobs import (
+    UNPLACED,
+    EnqueueRequest,
+    JobState,
+    JobStatusPatch,
+    QueueEntry,
+    ReplicaRecord,
+)
 from skyshift.models import parse_object
 from skyshift.models.quantity import Resources
 from skyshift.scheduler import schedule_batch
 from skyshift.scheduler.preempt import Running, choose_victims
 from skyshift.scheduler.quota import QuotaInfo
+from skyshift.scheduler.types import Decision
 from skyshift.workflows import jobstate as js
 from tests.unit.test_scheduler_core import cluster, job
 
@@ -204,3 +212,39 @@ def test_a_job_that_would_borrow_spares_a_lender_within_its_quota() -> None:
     assert names(victims) == ["b1"]  # its own namespace's job, not the lender's
     outside = job("hi", cpus=2, priority=9, namespace="web")  # no cohort: priority alone
     assert names(choose_victims(outside, holders[:1], [cluster("c1", 0)])) == ["l1"]
+
+
+def test_what_the_victims_free_one_by_one_is_held_for_the_preemptor() -> None:
+    """CI: of two 1-cpu victims on a 2-cpu cluster one was deleted first; the round then saw 1 cpu
+    free, where the 2-cpu preemptor did not fit yet, and gave it back to that victim (queued
+    again): the preemptor waited for the victim's whole run."""
+    big = dataclasses.replace(job("big", cpus=2, priority=10, created=3), nominated=True,
+                              waits_on=["pe-two"])
+    low = job("low-1", cpus=1, priority=-5, created=1)
+    polite = dataclasses.replace(job("polite", cpus=2, priority=5, created=2), preemption="Never")
+    half = schedule_batch([low, polite, big], [cluster("pe-two", 1)], [])
+    assert not any(d.placed for d in half)
+    assert "its free capacity is held for default/big, which preempted jobs there" in (
+        half[0].reasons["pe-two"])
+    both = schedule_batch([low, polite, big], [cluster("pe-two", 2)], [])
+    assert [d.placed for d in both] == [False, False, True]
+    # held only where its victims ran, and only while it waits for them (nominated)
+    elsewhere = schedule_batch([low, big], [cluster("other", 1), cluster("pe-two", 1)], [])
+    assert elsewhere[0].assignments == {"other": 1}
+    expired = dataclasses.replace(big, nominated=False)
+    assert schedule_batch([low, expired], [cluster("pe-two", 1)], [])[0].placed
+
+
+def test_a_nomination_names_the_clusters_its_victims_ran_on() -> None:
+    req = job("big", cpus=2, priority=10)
+    entry = QueueEntry(EnqueueRequest("job/default/big", 1, req))
+    decision = Decision(req.key, req.uid, message="0/2 clusters fit")
+    holders = [
+        {"metadata": {"name": n, "namespace": "default", "uid": n},
+         "spec": {"priority": -5, "resources": {"cpus": 1}},
+         "status": {"phase": "Running", "placement": {c: 1}}}
+        for n, c in (("low-1", "pe-two"), ("low-2", "pe-two"), ("far", "far"))
+    ]
+    nominate([entry], [decision], holders, [cluster("far", 0), cluster("pe-two", 0)], [], [])
+    assert decision.victims == ["default/low-1", "default/low-2"]
+    assert decision.waits_on == ["pe-two"]

@@ -9,10 +9,11 @@ tests exercise the queue and reservation rules of the workflow for real.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from temporalio import activity
@@ -127,9 +128,10 @@ class Fakes:
             }
             for c, cpus in sorted(self.allocatable.items())
         ]
-        decisions = schedule_batch(
-            [e.req.request for e in inp.jobs], cluster_infos(objs, inp.reservations), []
-        )
+        now = time.time()  # a preemptor waiting for its victims, as the real round sees it
+        requests = [replace(e.req.request, nominated=e.nominated_until > now,
+                            waits_on=list(e.waits_on)) for e in inp.jobs]
+        decisions = schedule_batch(requests, cluster_infos(objs, inp.reservations), [])
         return PlaceBatchResult(
             [
                 PlaceOutcome(

@@ -313,3 +313,47 @@ async def test_reservation_confirmed_while_a_batch_judges_a_job_pending_retries_
         fakes.gate.set()
         state = await settle(h, 0)  # tried again at once, and placed
         assert [r.key for r in state.reservations] == ["ns/picky"]
+
+
+class EvictingFakes(Fakes):
+    """place_batch evicts ``victims`` on cluster ``where`` for ``preemptor`` when it does not
+    fit (the real round's nomination, without etcd)."""
+
+    preemptor = ""
+    victims: tuple[str, ...] = ()
+    where = ""
+
+    @activity.defn(name=act.PLACE_BATCH)
+    async def place_batch(self, inp: PlaceBatchInput) -> PlaceBatchResult:
+        result = await Fakes.place_batch(self, inp)
+        for out, e in zip(result.outcomes, inp.jobs, strict=True):
+            if out.key == self.preemptor and out.status == "pending" and not e.nominated:
+                out.victims, out.waits_on = list(self.victims), [self.where]
+                out.nominated_until = time.time() + 3600
+        return result
+
+
+async def test_a_victim_queued_again_does_not_take_back_the_room_its_preemptor_waits_for(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """Two 1-cpu victims on a 2-cpu cluster, deleted one after the other: the round between the
+    two deletes saw 1 cpu free, too little for the 2-cpu preemptor, and placed the first victim
+    there again (CI: the preemptor then waited for that victim's whole run)."""
+    fakes = EvictingFakes(allocatable={"pe-two": 0.0})
+    fakes.preemptor, fakes.victims, fakes.where = "ns/big", ("ns/low-1", "ns/low-2"), "pe-two"
+    async with workers(workflow_env.client, fakes, []) as q:
+        h = await start(workflow_env.client, q)
+        await h.signal(SIG_ENQUEUE, request("big", 2, priority=10, created=3.0))
+        state = await settle(h, 1)
+        assert state.queue[0].waits_on == ["pe-two"]
+        fakes.allocatable["pe-two"] = 1.0  # low-1 is deleted, low-2 not yet
+        await h.signal(SIG_ENQUEUE, request("low-1", 1, priority=-5, created=1.0))
+        await h.signal(SIG_CAPACITY, CapacityChanged("pe-two", [], freed=True))
+        state = await settle(h, 2)
+        assert "held for ns/big" in {e.req.request.key: e for e in state.queue}[
+            "ns/low-1"].last_message
+        fakes.allocatable["pe-two"] = 2.0  # low-2 is gone too
+        await h.signal(SIG_CAPACITY, CapacityChanged("pe-two", [], freed=True))
+        state = await settle(h, 1)
+        assert [e.req.request.key for e in state.queue] == ["ns/low-1"]
+        assert [r.key for r in state.reservations] == ["ns/big"]
