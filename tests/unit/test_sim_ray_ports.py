@@ -4,16 +4,12 @@ range (where a stack's listener, and then its firewall table, could take a worke
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 import pytest
 
 from skyshift.devstack.sim import ray_ports
 from skyshift.devstack.sim.ray_ports import BLOCK, RESERVED, head_ports
-
-
-def _ephemeral_low() -> int:
-    return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+from tests.fixtures.ports import _ephemeral_low
 
 
 def test_one_block_of_consecutive_ports_below_the_ephemeral_range() -> None:
