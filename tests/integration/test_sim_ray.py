@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from skyshift.devstack.sim.ray import existing_clusters
+from tests.fixtures.ports import _ephemeral_low
 from tests.fixtures.ray import _require_ray
 
 pytestmark = pytest.mark.integration
@@ -40,6 +41,10 @@ def test_up_prints_the_attach_line_and_down_stops_everything() -> None:
         [cluster] = existing_clusters(home)
         assert cluster.address == m.group(1)
         assert cluster.jobs_api_ready()
+        # all its ports below the ephemeral range, the workers' too (sim/ray_ports.py says why)
+        ports = [cluster.gcs_port, cluster.dashboard_port, *cluster.ports.values(),
+                 *cluster.worker_ports]
+        assert len(set(ports)) == len(ports) and max(ports) < _ephemeral_low(), ports
         pids = cluster.processes()
         assert pids
         if os.geteuid() == 0:  # issue 26: never root, so neither are the jobs' entrypoints

@@ -3,7 +3,8 @@
 The ``ray`` adapter is tested against real Ray heads (GCS, raylet, dashboard with the Jobs API),
 not a mock, and developers want a few Ray clusters next to ``skyshift up``. Each cluster is one
 head node started with ``ray start --head --block`` in a process group of its own, with its own
-ports (GCS, dashboard, node/object manager, agents, a list of worker ports), a short
+ports (GCS, dashboard, node/object manager, agents, a list of worker ports: one block below
+10000, off the ephemeral range, :mod:`skyshift.devstack.sim.ray_ports` says why), a short
 ``--temp-dir`` under the sim home (Ray puts AF_UNIX sockets there, and socket paths are limited
 to ~107 characters), a small object store (``/dev/shm`` may be small), usage stats off, and an
 environment reduced to ``PATH``/``HOME``/locale (the entrypoints of jobs inherit it, so the
@@ -42,8 +43,8 @@ from pathlib import Path
 import click
 
 from skyshift.config import skyshift_home
+from skyshift.devstack.sim.ray_ports import NoFreePorts, head_ports
 from skyshift.devstack.sim.ray_user import NoUnprivilegedUser, head_prefix
-from skyshift.devstack.sim.slurm import free_ports
 
 META_FILE = "cluster.json"
 RUN_USER = "skyshift-run"
@@ -403,7 +404,10 @@ def start_ray_clusters(
             cluster.sweep()
         keys = ["node_manager", "object_manager", "client_server", "agent_listen",
                 "agent_grpc", "runtime_env_agent", "metrics"]
-        ports = free_ports(2 + len(keys) + _WORKER_PORTS, used)
+        try:  # one block below the ephemeral range (ray_ports says why)
+            ports = head_ports(2 + len(keys) + _WORKER_PORTS, used)
+        except NoFreePorts as exc:
+            raise SimRayError(str(exc)) from None
         used.update(ports)
         cluster = SimRayCluster(
             name=name, root=home / name, gcs_port=ports[0], dashboard_port=ports[1],
