@@ -57,6 +57,7 @@ from skyshift.activities.clusters import (
 )
 from skyshift.activities.job_view import tell_drift, workflow_holds
 from skyshift.activities.store import update_status
+from skyshift.activities.teardown import TeardownConfig
 from skyshift.activities.trust import check_job_request, check_name, check_uid, untrusted
 from skyshift.compat.base import cluster_identity
 from skyshift.compat.errors import CompatError, Permanent, Transient, Unsupported
@@ -183,6 +184,7 @@ class Syncer:
                     asyncio.wait_for(self._holder(inp), self._call_timeout()), every=1.0)
             except (Transient, TimeoutError, OSError) as exc:
                 down_since = down_since or time.monotonic()
+                self.ctx.down.failed()  # a deletion now gives up sooner (activities.teardown)
                 if phase != "Error" and time.monotonic() - down_since >= self._lost_after():
                     return await self._lost(inp, str(exc) or type(exc).__name__)
                 await self._pause()
@@ -192,6 +194,7 @@ class Syncer:
                 await self._write_cluster(inp, "Error", msg, None)
                 return SyncResult("Error", msg, lost, permanent=True)
             down_since = None
+            self.ctx.down.answered()
             if holder:
                 msg = identity.duplicate_message(inp.cluster, holder, self.ctx.identity)
                 if phase != "Error":
@@ -488,6 +491,7 @@ class SkyletWithSync(SkyletActivities):
     def __init__(self, *args: Any, sync: SyncConfig | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.sync_config = sync or SyncConfig()
+        self.teardown = TeardownConfig(self.sync_config.call_timeout, self.sync_config.lost_after)
 
     @activity.defn(name=act.SYNC_CLUSTER)
     async def sync_cluster(self, inp: SyncInput) -> SyncResult:
