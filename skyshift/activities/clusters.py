@@ -295,11 +295,12 @@ class SkyletActivities:
         ``teardown.give_up_after`` is given up on (:mod:`skyshift.activities.teardown`)."""
         with untrusted(act.TEARDOWN_CLUSTER):
             check_name(inp.cluster, "cluster")
+        call_timeout, give_up_after = self.teardown.bounds(self.ctx.manager)
         try:
             manager, listing = await heartbeating(asyncio.wait_for(
-                self._teardown_listing(), self.teardown.call_timeout), every=1.0)
+                self._teardown_listing(), call_timeout), every=1.0)
         except (Transient, TimeoutError, OSError) as exc:
-            if self.ctx.down.failed() < self.teardown.give_up_after:
+            if self.ctx.down.failed() < give_up_after:
                 raise  # retried by the workflow's policy
             return await self.give_up(inp.cluster, str(exc) or type(exc).__name__)
         self.ctx.down.answered()

@@ -234,14 +234,14 @@ class Syncer:
         return float(own) if own else self.cfg.interval
 
     def _call_timeout(self) -> float:
-        """The configured bound, or more for a manager whose one listing is slow by nature
-        (``sync_timeout``: SkyPilot's queue takes seconds even when all is well)."""
-        return max(self.cfg.call_timeout, float(getattr(self.ctx.manager, "sync_timeout", 0.0)))
+        """The configured bound, or more for a manager whose one listing is slow by nature."""
+        return TeardownConfig(self.cfg.call_timeout, self.cfg.lost_after).bounds(
+            self.ctx.manager)[0]
 
     def _lost_after(self) -> float:
         """Unreachable for this long means lost: never less than two slow rounds."""
-        slow = float(getattr(self.ctx.manager, "sync_timeout", 0.0))
-        return max(self.cfg.lost_after, 2 * slow)
+        return TeardownConfig(self.cfg.call_timeout, self.cfg.lost_after).bounds(
+            self.ctx.manager)[1]
 
     async def _observe(self) -> tuple[ClusterState, list[ReplicaStatus]]:
         """Replicas first, then state: every replica listed is accounted in the allocatable we

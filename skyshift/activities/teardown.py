@@ -26,6 +26,13 @@ class TeardownConfig:
     call_timeout: float = 5.0  # one attempt's connect and listing
     give_up_after: float = 5.0  # unreachable this long: give up (the sync's lost_after)
 
+    def bounds(self, manager: object) -> tuple[float, float]:
+        """(call timeout, give up after) for ``manager``: more for one whose listing is slow by
+        nature (``sync_timeout``: SkyPilot's queue takes seconds even when all is well), never
+        giving up in less than two slow calls. The sync loop uses the same bounds."""
+        slow = float(getattr(manager, "sync_timeout", 0.0) or 0.0)
+        return max(self.call_timeout, slow), max(self.give_up_after, 2 * slow)
+
 
 class Downtime:
     """Since when a cluster has been failing to answer (None while it answers)."""
