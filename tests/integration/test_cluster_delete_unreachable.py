@@ -56,6 +56,13 @@ async def test_delete_then_unreachable_removes_the_cluster(lifecycle_stack: Life
     job = await s.job_phase("tenant", "Running")
     assert set(job["status"].get("replicaStatus") or {}) <= {"ud-new"}
 
+    # what the message promises: attached again, the cluster loses the leftover
+    (s.state_dirs["ud-old"] / "OFFLINE").unlink()
+    await s.add_cluster("ud-old", cpus=4)
+    await s.cluster_phase("ud-old", "Ready")
+    await s.wait("leftover on ud-old removed", lambda: _count(s, "ud-old", 0), timeout=30)
+    assert len(s.replica_dirs("ud-new")) == 1
+
 
 async def _count(s: LifecycleStack, cluster: str, n: int) -> bool:
     return len(s.replica_dirs(cluster)) == n
