@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -296,11 +297,12 @@ class SkyletActivities:
         with untrusted(act.TEARDOWN_CLUSTER):
             check_name(inp.cluster, "cluster")
         call_timeout, give_up_after = self.teardown.bounds(self.ctx.manager)
+        started = time.monotonic()
         try:
             manager, listing = await heartbeating(asyncio.wait_for(
                 self._teardown_listing(), call_timeout), every=1.0)
         except (Transient, TimeoutError, OSError) as exc:
-            if self.ctx.down.failed() < give_up_after:
+            if self.ctx.down.failed(started) < give_up_after:
                 raise  # retried by the workflow's policy
             return await self.give_up(inp.cluster, str(exc) or type(exc).__name__)
         self.ctx.down.answered()
@@ -336,7 +338,7 @@ class SkyletActivities:
         """Unreachable for too long: tell the jobs known to have replicas here (the skylet's
         table and an earlier attempt's record) and say what may be left on the cluster."""
         affected, _ = await self.record_teardown(set(self.ctx.live_jobs()), 0)
-        msg = unreachable_message(cluster, why, len(affected))
+        msg = unreachable_message(cluster, why)
         log.warning("%s", msg)
         await update_status(self.store, "clusters", cluster, None,
                             lambda obj: with_message(obj, msg))

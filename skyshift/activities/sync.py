@@ -184,7 +184,7 @@ class Syncer:
                     asyncio.wait_for(self._holder(inp), self._call_timeout()), every=1.0)
             except (Transient, TimeoutError, OSError) as exc:
                 down_since = down_since or time.monotonic()
-                self.ctx.down.failed()  # a deletion now gives up sooner (activities.teardown)
+                self.ctx.down.failed(round_start)  # for a deletion (activities.teardown)
                 if phase != "Error" and time.monotonic() - down_since >= self._lost_after():
                     return await self._lost(inp, str(exc) or type(exc).__name__)
                 await self._pause()

@@ -40,22 +40,23 @@ class Downtime:
     def __init__(self) -> None:
         self.since: float | None = None
 
-    def failed(self) -> float:
-        """Record a failed call; returns the seconds since the first one."""
-        now = time.monotonic()
-        if self.since is None:
-            self.since = now
-        return now - self.since
+    def failed(self, started: float) -> float:
+        """Record a call started at ``started`` (time.monotonic()) that failed; returns the
+        seconds since the first failing call started (a call that hung until its timeout
+        counts whole)."""
+        if self.since is None or started < self.since:
+            self.since = started
+        return time.monotonic() - self.since
 
     def answered(self) -> None:
         self.since = None
 
 
-def unreachable_message(cluster: str, why: str, jobs: int) -> str:
+def unreachable_message(cluster: str, why: str) -> str:
     return (
         f"{UNREACHABLE}: cluster {cluster} was deleted while unreachable ({why}); "
         f"replicas may be left running on it (attaching it again removes them); "
-        f"{jobs} job(s) with replicas there were told to move elsewhere"
+        f"the jobs placed there were told to move elsewhere"
     )
 
 
