@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -27,6 +28,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift.activities.store import update_status
+from skyshift.activities.teardown import Downtime, TeardownConfig, unreachable_message, with_message
 from skyshift.activities.trust import (
     check_name,
     check_names,
@@ -121,6 +123,7 @@ class ClusterContext:
         # exec requests run here (activity id -> its outcome, pending while the command runs):
         # a retry of one takes its outcome instead of running the command again
         self.execs: dict[str, asyncio.Future[ReplicaOpResult]] = {}
+        self.down = Downtime()  # failing calls (set by the sync loop and teardown attempts)
         self._connected = False
 
     async def connect(self) -> ClusterManager:
@@ -237,6 +240,7 @@ class SkyletActivities:
         self.ctx = ctx
         self.store = store
         self.client = client
+        self.teardown = TeardownConfig()
 
     async def write_counts(self, namespace: str, job: str, uid: str) -> None:
         counts = self.ctx.counts(uid)
@@ -288,13 +292,21 @@ class SkyletActivities:
     @activity.defn(name=act.TEARDOWN_CLUSTER)
     async def teardown_cluster(self, inp: TeardownInput) -> TeardownResult:
         """Cluster deletion: remove every SkyShift replica here, then tell the jobs that had
-        unfinished ones so they move elsewhere."""
+        unfinished ones so they move elsewhere. A cluster that does not answer for
+        ``teardown.give_up_after`` is given up on (:mod:`skyshift.activities.teardown`)."""
         with untrusted(act.TEARDOWN_CLUSTER):
             check_name(inp.cluster, "cluster")
+        call_timeout, give_up_after = self.teardown.bounds(self.ctx.manager)
+        started = time.monotonic()
+        try:
+            manager, listing = await heartbeating(asyncio.wait_for(
+                self._teardown_listing(), call_timeout), every=1.0)
+        except (Transient, TimeoutError, OSError) as exc:
+            if self.ctx.down.failed(started) < give_up_after:
+                raise  # retried by the workflow's policy
+            return await self.give_up(inp.cluster, str(exc) or type(exc).__name__)
+        self.ctx.down.answered()
         with compat_errors():
-            manager = await self.ctx.connect()
-            listing = await manager.replicas()
-            self.ctx.record([r for r in listing if r.name not in self.ctx.table])
             affected, found = await self.record_teardown(set(self.ctx.live_jobs()),
                                                          len(listing))
             uids = sorted({r.job_uid for r in listing})
@@ -302,13 +314,36 @@ class SkyletActivities:
                 await heartbeating(manager.delete_job(uid))
             if (stop_services := getattr(manager, "stop_services", None)) is not None:
                 await stop_services()  # e.g. a local cluster's HAProxy
+        told = await self.forget_all(inp.cluster, affected,
+                                     f"cluster {inp.cluster} was deleted")
+        return TeardownResult(told, found, f"deleted {found} replicas")
+
+    async def _teardown_listing(self) -> tuple[ClusterManager, list[ReplicaStatus]]:
+        with compat_errors():
+            manager = await self.ctx.connect()
+            listing = await manager.replicas()
+        self.ctx.record([r for r in listing if r.name not in self.ctx.table])
+        return manager, listing
+
+    async def forget_all(self, cluster: str, affected: list[str], msg: str) -> list[str]:
+        """The cluster is gone: drop its replica counts from the jobs, tell ``affected``."""
         jobs = {(s.namespace, s.job, s.uid) for s in self.ctx.table.values()}
         self.ctx.forget(list(self.ctx.table))
         for namespace, job, uid in sorted(jobs):  # no skylet will count them here again
             await self.write_counts(namespace, job, uid)
-        event = ClusterEvent(inp.cluster, "deleted", f"cluster {inp.cluster} was deleted")
-        told = await signal_all(self.client, dict.fromkeys(affected, event), SIG_CLUSTER)
-        return TeardownResult(told, found, f"deleted {found} replicas")
+        event = ClusterEvent(cluster, "deleted", msg)
+        return await signal_all(self.client, dict.fromkeys(affected, event), SIG_CLUSTER)
+
+    async def give_up(self, cluster: str, why: str) -> TeardownResult:
+        """Unreachable for too long: tell the jobs known to have replicas here (the skylet's
+        table and an earlier attempt's record) and say what may be left on the cluster."""
+        affected, _ = await self.record_teardown(set(self.ctx.live_jobs()), 0)
+        msg = unreachable_message(cluster, why)
+        log.warning("%s", msg)
+        await update_status(self.store, "clusters", cluster, None,
+                            lambda obj: with_message(obj, msg))
+        told = await self.forget_all(cluster, affected, msg)
+        return TeardownResult(told, 0, msg)
 
     async def record_teardown(self, jobs: set[str], replicas: int) -> tuple[list[str], int]:
         """Record in the Cluster's status, before deleting anything, which jobs the teardown

@@ -57,6 +57,7 @@ from skyshift.activities.clusters import (
 )
 from skyshift.activities.job_view import tell_drift, workflow_holds
 from skyshift.activities.store import update_status
+from skyshift.activities.teardown import TeardownConfig
 from skyshift.activities.trust import check_job_request, check_name, check_uid, untrusted
 from skyshift.compat.base import cluster_identity
 from skyshift.compat.errors import CompatError, Permanent, Transient, Unsupported
@@ -183,6 +184,7 @@ class Syncer:
                     asyncio.wait_for(self._holder(inp), self._call_timeout()), every=1.0)
             except (Transient, TimeoutError, OSError) as exc:
                 down_since = down_since or time.monotonic()
+                self.ctx.down.failed(round_start)  # for a deletion (activities.teardown)
                 if phase != "Error" and time.monotonic() - down_since >= self._lost_after():
                     return await self._lost(inp, str(exc) or type(exc).__name__)
                 await self._pause()
@@ -192,6 +194,7 @@ class Syncer:
                 await self._write_cluster(inp, "Error", msg, None)
                 return SyncResult("Error", msg, lost, permanent=True)
             down_since = None
+            self.ctx.down.answered()
             if holder:
                 msg = identity.duplicate_message(inp.cluster, holder, self.ctx.identity)
                 if phase != "Error":
@@ -231,14 +234,14 @@ class Syncer:
         return float(own) if own else self.cfg.interval
 
     def _call_timeout(self) -> float:
-        """The configured bound, or more for a manager whose one listing is slow by nature
-        (``sync_timeout``: SkyPilot's queue takes seconds even when all is well)."""
-        return max(self.cfg.call_timeout, float(getattr(self.ctx.manager, "sync_timeout", 0.0)))
+        """The configured bound, or more for a manager whose one listing is slow by nature."""
+        return TeardownConfig(self.cfg.call_timeout, self.cfg.lost_after).bounds(
+            self.ctx.manager)[0]
 
     def _lost_after(self) -> float:
         """Unreachable for this long means lost: never less than two slow rounds."""
-        slow = float(getattr(self.ctx.manager, "sync_timeout", 0.0))
-        return max(self.cfg.lost_after, 2 * slow)
+        return TeardownConfig(self.cfg.call_timeout, self.cfg.lost_after).bounds(
+            self.ctx.manager)[1]
 
     async def _observe(self) -> tuple[ClusterState, list[ReplicaStatus]]:
         """Replicas first, then state: every replica listed is accounted in the allocatable we
@@ -488,6 +491,7 @@ class SkyletWithSync(SkyletActivities):
     def __init__(self, *args: Any, sync: SyncConfig | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.sync_config = sync or SyncConfig()
+        self.teardown = TeardownConfig(self.sync_config.call_timeout, self.sync_config.lost_after)
 
     @activity.defn(name=act.SYNC_CLUSTER)
     async def sync_cluster(self, inp: SyncInput) -> SyncResult:

@@ -421,6 +421,10 @@ class TeardownResult:
     message: str = ""
 
 
+#: TeardownResult.message starts with this when the teardown gave up on an unreachable cluster
+UNREACHABLE = "unreachable"
+
+
 # ---- logs and exec --------------------------------------------------------------------------
 
 

@@ -8,7 +8,9 @@ phase changes (recorded here in the search attributes) and is simply started aga
 dies is noticed through the heartbeat timeout and the activity is retried on the next poller.
 
 Deletion cancels the sync, runs the teardown activity (delete every SkyShift replica, tell the
-jobs that had some so they move elsewhere), falls back to the SkyShiftCluster search attribute
+jobs that had some so they move elsewhere; a cluster unreachable for the sync's ``lost_after`` is
+given up on, see :mod:`skyshift.activities.teardown`, and the workflow's result then says that
+replicas may be left on it), falls back to the SkyShiftCluster search attribute
 to tell running jobs when the cluster cannot be reached, and finally removes the Cluster object.
 
 A Cluster with ``spec.provision`` is first provisioned through SkyPilot, and scaled and torn
@@ -28,6 +30,7 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from skyshift.contract import activity_names as act
     from skyshift.contract.jobs import (
+        UNREACHABLE,
         ClusterEvent,
         ClusterInput,
         ClusterJobsInput,
@@ -174,6 +177,7 @@ class ClusterWorkflow(ProvisionedLifecycle, Deletable[ClusterInput]):
         inp = self.inp
         upsert([(PHASE, "Deleting")], self.sa)
         told: list[str] = []
+        said = ""  # the teardown's warning when it gave up on an unreachable cluster
         if provisioned is not None and not provisioned.groups:
             # nothing was UP: no replicas to delete, only names a launch may have started
             await self._terminate(provisioned)
@@ -186,6 +190,9 @@ class ClusterWorkflow(ProvisionedLifecycle, Deletable[ClusterInput]):
                 heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=SKYLET_RETRY,
             )
             told = result.jobs
+            if result.message.startswith(UNREACHABLE):
+                said = result.message
+                workflow.logger.warning("%s", said)
         except ActivityError as err:
             workflow.logger.warning("teardown of cluster %s failed: %s", inp.name, err.cause)
         if provisioned is not None:
@@ -196,4 +203,4 @@ class ClusterWorkflow(ProvisionedLifecycle, Deletable[ClusterInput]):
             start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
         )
         await remove_object("clusters", inp.name, inp.uid)
-        return "Deleted"
+        return f"Deleted; {said}" if said else "Deleted"

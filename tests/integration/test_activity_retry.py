@@ -14,6 +14,7 @@ Real etcd, the real ``local`` cluster adapter, a recording Temporal client (see 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,9 @@ import pytest
 import pytest_asyncio
 
 from skyshift.activities.clusters import SignalsFailed
+from skyshift.compat.errors import Transient
 from skyshift.contract import activity_names
-from skyshift.contract.jobs import ReplicaOpInput
+from skyshift.contract.jobs import UNREACHABLE, ReplicaOpInput
 from skyshift.contract.names import SIG_CLUSTER, job_workflow_id
 from skyshift.store import ObjectStore
 from tests.integration import retry_cases_control, retry_cases_skylet
@@ -97,6 +99,31 @@ async def test_a_teardown_whose_signals_failed_tells_the_jobs_on_retry(world: Wo
     assert told == [job_workflow_id("default", "ta"), job_workflow_id("default", "tb")]
     assert (result.jobs, result.deleted) == (told, 2)
     assert await world.clusters[-1].replicas() == []
+
+
+async def test_a_teardown_gives_up_on_a_cluster_that_stopped_answering(world: World) -> None:
+    """The cluster was shut down right after its deletion: the first attempt fails (retried),
+    one after the cluster has been unreachable for ``give_up_after`` tells both jobs to move
+    and says, on the Cluster and in its result, that their replicas may be left there."""
+    prepared = await retry_cases_skylet.teardown_cluster(world)
+    acts: Any = prepared.fn.__self__
+    acts.teardown.give_up_after = 0.3
+    offline = world.tmp / "cluster" / "OFFLINE"
+    offline.touch()
+    with pytest.raises(Transient, match="unreachable"):
+        await run_attempt(prepared, 1)
+    assert not [s for s in world.client.sent if s.name == SIG_CLUSTER]
+    await asyncio.sleep(0.4)
+    result = await run_attempt(prepared, 2)
+    told = sorted(s.workflow_id for s in world.client.sent if s.name == SIG_CLUSTER)
+    assert told == sorted(result.jobs) == [job_workflow_id("default", "ta"),
+                                           job_workflow_id("default", "tb")]
+    assert result.message.startswith(f"{UNREACHABLE}: cluster c1 was deleted while unreachable")
+    assert "replicas may be left running on it" in result.message
+    status = (await world.store.get("clusters", "c1"))["status"]
+    assert status["message"] == result.message
+    offline.unlink()
+    assert len(await world.clusters[-1].replicas()) == 2  # left there, as the message says
 
 
 async def test_a_run_created_before_a_crash_is_counted_by_the_retry(
