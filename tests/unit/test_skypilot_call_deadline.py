@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,33 @@ def test_long_output_lines_are_read_whole(tmp_path: Path, size: int) -> None:
     venv = _venv(tmp_path, f"head -c {size} /dev/zero | tr '\\0' x; echo\n"
                            f"echo '{MARK}{{\"result\": \"ok\"}}'\n")
     assert _call(SkyPilotClient(venv=str(venv), user=""), timeout=20) == "ok"
+
+
+def test_warm_client_answers_from_the_runner_started_ahead(tmp_path: Path) -> None:
+    """A warm client starts the next runner with each call; the next call takes it, and close
+    ends the one left waiting."""
+    started = tmp_path / "started"
+    # each runner notes its pid as it starts, then waits for its request and answers its pid
+    venv = _venv(tmp_path, f"echo $$ >> {started}\ncat > /dev/null\n"
+                           f"echo '{MARK}{{\"result\": '$$'}}'\n")
+
+    def runners(count: int) -> list[int]:
+        for _ in range(300):  # a started runner notes itself within moments
+            pids = [int(p) for p in started.read_text().split()] if started.exists() else []
+            if len(pids) >= count:
+                return pids
+            time.sleep(0.1)
+        raise AssertionError(f"{count} runners never started")
+
+    client = SkyPilotClient(venv=str(venv), user="", warm=True)
+    try:
+        first = _call(client, timeout=20)
+        ahead = runners(2)
+        assert first in ahead
+        [spare] = [p for p in ahead if p != first]
+        assert _call(client, timeout=20) == spare
+        [waiting] = [p for p in runners(3) if p not in ahead]
+    finally:
+        client.close()
+    with pytest.raises(ProcessLookupError):
+        os.kill(waiting, 0)

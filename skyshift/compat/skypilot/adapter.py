@@ -131,8 +131,10 @@ class SkyPilotManager:
     def __init__(self, name: str, config: dict[str, Any]) -> None:
         self.name = name
         self.config = SkyConfig.parse(name, config)
+        # warm: calls come back to back (a sync round, a submit), each in a runner that
+        # imported SkyPilot while the call before it ran
         self.client = SkyPilotClient(self.config.venv, self.config.user,
-                                     self.config.call_timeout)
+                                     self.config.call_timeout, warm=True)
         self._names = _LOCKS.setdefault(name, NameLocks())
         self._shapes: dict[str, list[NodeState]] = {}
         self._shapes_at = 0.0
@@ -151,7 +153,7 @@ class SkyPilotManager:
         return None  # every call is its own subprocess: nothing to prepare
 
     async def close(self) -> None:
-        return None
+        self.client.close()  # the runner started ahead
 
     async def state(self) -> ClusterState:
         # a sync round lists the replicas just before: its listing, not a second `sky queue`

@@ -17,6 +17,10 @@ infra disabled, a shape that never fits; SkyPilot's message kept), ``Transient``
 Configuration (keyword arguments, else environment, else defaults):
 ``venv`` / ``SKYSHIFT_SKYPILOT_VENV`` [/opt/skyshift/skypilot/venv], ``user`` /
 ``SKYSHIFT_SKY_USER`` [skyshift-sky; "" = the current user].
+
+With ``warm=True`` (the ``skypilot`` manager's client, which calls SkyPilot back to back) one
+runner is kept started ahead: it imports SkyPilot (seconds of CPU) while the call before it
+runs, and takes the next request as soon as it comes. Each runner still answers one request.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import select
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,6 +56,7 @@ MARK = "@@skyshift-result@@"
 _RUNNER = Path(__file__).with_name("runner.py")
 _MAX_OUTPUT = 4 << 20  # bytes kept of a call's output (logs can be long)
 _MAX_LINE = 64 << 20  # one line of output (the answer carries a cluster's status)
+_SPARE_AGE = 120.0  # seconds a runner started ahead is used; an older one is replaced
 
 
 def _quiet(_: str) -> None:
@@ -75,11 +81,21 @@ class SkyPilotClient:
     """Provisioner (launch/status/down) plus exec/queue/logs/cancel, over SkyPilot's SDK."""
 
     def __init__(self, venv: str | None = None, user: str | None = None,
-                 call_timeout: float = 180.0) -> None:
+                 call_timeout: float = 180.0, warm: bool = False) -> None:
         self.venv = Path(venv or os.environ.get("SKYSHIFT_SKYPILOT_VENV") or DEFAULT_VENV)
         self.user = user if user is not None else os.environ.get("SKYSHIFT_SKY_USER",
                                                                  DEFAULT_USER)
         self.call_timeout = call_timeout
+        self.warm = warm
+        self._spare: tuple[float, subprocess.Popen[bytes]] | None = None  # (started, runner)
+        self._spare_lock = threading.Lock()
+
+    def close(self) -> None:
+        """End the runner started ahead, if any (it holds no request)."""
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            _end(spare[1])
 
     @property
     def python(self) -> Path:
@@ -195,19 +211,9 @@ class SkyPilotClient:
         if not self.python.exists():
             raise Permanent(f"SkyPilot is not installed at {self.venv}: run "
                             "scripts/install-skypilot.sh")
-        account = self._account()
         limit = timeout or self.call_timeout
-        argv = [str(self.python), "-c", _RUNNER.read_text()]
-        if account is not None:
-            # setpriv rather than Popen(user=...): changing ids makes Python fork instead of
-            # vfork, and a fork of this multi-threaded process runs gRPC's fork handlers, which
-            # crashed the child (SIGSEGV) while the etcd client was busy
-            argv = [_setpriv(), f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}",
-                    "--clear-groups", "--", *argv]
         try:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                env=self.env(), cwd=self.env()["HOME"], start_new_session=True)
+            proc = self._runner()
         except OSError as exc:  # no process to run SkyPilot in (fork, user switch): try again
             raise Transient(f"cannot start SkyPilot's {what or op}: {exc}") from exc
         assert proc.stdin is not None and proc.stdout is not None
@@ -238,10 +244,7 @@ class SkyPilotClient:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             timed_out = answer is None and time.monotonic() >= deadline
-            if proc.poll() is None:
-                _kill_group(proc.pid)
-                proc.wait()
-            proc.stdout.close()
+            _end(proc)
         label = what or op
         if answer is None:
             if timed_out:
@@ -251,6 +254,45 @@ class SkyPilotClient:
         if "error" in answer:
             raise classify(answer["error"], label)
         return answer.get("result")
+
+    def _runner(self) -> subprocess.Popen[bytes]:
+        """A runner for one request: the one started ahead if it is still fresh, else a new
+        one; with ``warm``, the next one starts (and imports SkyPilot) now."""
+        account = self._account()
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+            if self.warm:
+                with contextlib.suppress(OSError):  # no runner ahead: the next call starts one
+                    self._spare = (time.monotonic(), self._start(account))
+        if spare is not None:
+            if spare[1].poll() is None and time.monotonic() - spare[0] < _SPARE_AGE:
+                return spare[1]
+            _end(spare[1])
+        return self._start(account)
+
+    def _start(self, account: pwd.struct_passwd | None) -> subprocess.Popen[bytes]:
+        argv = [str(self.python), "-c", _RUNNER.read_text()]
+        if account is not None:
+            # setpriv rather than Popen(user=...): changing ids makes Python fork instead of
+            # vfork, and a fork of this multi-threaded process runs gRPC's fork handlers, which
+            # crashed the child (SIGSEGV) while the etcd client was busy
+            argv = [_setpriv(), f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}",
+                    "--clear-groups", "--", *argv]
+        env = self.env()
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, env=env, cwd=env["HOME"],
+                                start_new_session=True)
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """End a runner (its group) if it still runs, and close its pipes."""
+    if proc.poll() is None:
+        _kill_group(proc.pid)
+        proc.wait()
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
 
 
 def _lines(fd: int, deadline: float) -> Iterator[bytes]:

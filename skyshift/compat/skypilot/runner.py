@@ -148,11 +148,23 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 
 def main() -> None:
-    req = json.loads(sys.stdin.read())
+    # SkyPilot first (seconds of CPU), the request after: a runner started ahead of its
+    # request (the driver's ``warm``) is ready when the request comes
     try:
         import sky
         from sky.client import sdk
-
+    except BaseException as exc:  # said in the answer to the request
+        sky = sdk = None
+        failed: BaseException | None = exc
+    else:
+        failed = None
+    raw = sys.stdin.read()
+    if not raw.strip():
+        return  # ended unused (the driver closed or went away)
+    try:
+        if failed is not None:
+            raise failed
+        req = json.loads(raw)
         fn = globals()["op_" + req["op"]]
         result = fn(sky, sdk, req)
     except BaseException as exc:  # every failure becomes an answer
