@@ -292,8 +292,10 @@ class SkyletActivities:
         with untrusted(act.TEARDOWN_CLUSTER):
             check_name(inp.cluster, "cluster")
         with compat_errors():
-            manager = await self.ctx.connect()
-            listing = await manager.replicas()
+            manager = await heartbeating(self.ctx.connect())
+            # a listing may outlast the heartbeat timeout (a `sky queue` takes 5-15 s on a busy
+            # machine): unbeaten, the attempt timed out and the Cluster went without telling jobs
+            listing = await heartbeating(manager.replicas())
             self.ctx.record([r for r in listing if r.name not in self.ctx.table])
             affected, found = await self.record_teardown(set(self.ctx.live_jobs()),
                                                          len(listing))
