@@ -191,10 +191,11 @@ async def test_provisioned_cluster_runs_jobs_grows_and_is_released(
         assert done["status"]["replicaStatus"][NAME]["Succeeded"] == 2
         manager = create_manager(NAME, "skypilot", {"sky_clusters": block["skyClusters"]})
         await manager.connect()
-        try:
-            for rank in range(2):
-                replica = replica_name("pair", pair["metadata"]["uid"], rank)
-                assert f"rank {rank} of pair on skypilot" in await manager.logs(replica)
+        try:  # both replicas' logs read at once, as `skyctl logs` reads them
+            texts = await asyncio.gather(*(manager.logs(replica_name(
+                "pair", pair["metadata"]["uid"], rank)) for rank in range(2)))
+            for rank, text in enumerate(texts):
+                assert f"rank {rank} of pair on skypilot" in text, text
         finally:
             await manager.close()
 

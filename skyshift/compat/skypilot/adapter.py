@@ -35,6 +35,7 @@ into a job (``sky exec`` starts a new job), no services: both ``Unsupported``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
+from skyshift.compat.errors import CompatError, NotFound, Permanent, Transient, Unsupported
 from skyshift.compat.name_locks import NameLocks
 from skyshift.compat.skypilot.client import SkyJob, SkyPilotClient
 from skyshift.compat.skypilot.map import (
@@ -206,7 +207,9 @@ class SkyPilotManager:
         return [done[spec.name] for spec in replicas]
 
     async def replicas(self) -> list[ReplicaStatus]:
-        found = await self._list()
+        # a sync round asks state() next, which needs the shapes: `sky status` (once its cache
+        # is stale) beside `sky queue`, not after it (a cluster's first round decides Ready)
+        found, _ = await asyncio.gather(self._list(), self._shapes_ahead())
         out = []
         for name, (cluster, job, meta) in sorted(_latest(found).items()):
             out.append(status_of(meta, job, await self._exit_code(cluster, job)))
@@ -266,6 +269,11 @@ class SkyPilotManager:
                                for i in range(count)]
         self._shapes, self._shapes_at = shapes, time.monotonic()
         return shapes
+
+    async def _shapes_ahead(self) -> None:
+        """Fill the shape cache; an error is state()'s to report (it asks again)."""
+        with contextlib.suppress(CompatError):
+            await self._cluster_nodes()
 
     async def _listed_now(self) -> list[Found]:
         return self._listed[1]
