@@ -350,7 +350,8 @@ PROVISION_LEAD = (
     "the simulated Slurm cluster): SkyShift from POST of the Cluster to Ready against `sky "
     "launch` of the same shape straight (same driver, same user); jobs (`true`, 1 CPU) one at a "
     "time from POST to Succeeded against `sky exec` until `sky queue` says SUCCEEDED; teardown. "
-    "One run; `load_avg_1m` is the machine's load when it ended.\n\n"
+    "A throwaway launch and down first, counted on neither side (the bed's first launch is "
+    "slower). One run; `load_avg_1m` is the machine's load when it ended.\n\n"
 )
 
 PERSISTENCE_LEAD = (
