@@ -322,6 +322,7 @@ class EvictingFakes(Fakes):
     preemptor = ""
     victims: tuple[str, ...] = ()
     where = ""
+    until = 0.0  # the nomination's end, on the test server's clock (it skips ahead of ours)
 
     @activity.defn(name=act.PLACE_BATCH)
     async def place_batch(self, inp: PlaceBatchInput) -> PlaceBatchResult:
@@ -329,7 +330,7 @@ class EvictingFakes(Fakes):
         for out, e in zip(result.outcomes, inp.jobs, strict=True):
             if out.key == self.preemptor and out.status == "pending" and not e.nominated:
                 out.victims, out.waits_on = list(self.victims), [self.where]
-                out.nominated_until = time.time() + 3600
+                out.nominated_until = self.until
         return result
 
 
@@ -341,6 +342,9 @@ async def test_a_victim_queued_again_does_not_take_back_the_room_its_preemptor_w
     there again (CI: the preemptor then waited for that victim's whole run)."""
     fakes = EvictingFakes(allocatable={"pe-two": 0.0})
     fakes.preemptor, fakes.victims, fakes.where = "ns/big", ("ns/low-1", "ns/low-2"), "pe-two"
+    # earlier tests of the session skipped the server's time ahead (timers of hours and days):
+    # a nomination ending an hour after our clock had ended already for the workflow
+    fakes.until = (await workflow_env.get_current_time()).timestamp() + 3600
     async with workers(workflow_env.client, fakes, []) as q:
         h = await start(workflow_env.client, q)
         await h.signal(SIG_ENQUEUE, request("big", 2, priority=10, created=3.0))
