@@ -159,6 +159,7 @@ class Syncer:
         self.acts = acts
         self.ctx: ClusterContext = acts.ctx
         self.cfg = cfg
+        self.bounds = TeardownConfig(cfg.call_timeout, cfg.lost_after)  # shared with teardown
         self.last_alloc: dict[str, Any] | None = None
         self.last_write = 0.0
         self.gained = False  # the last state() showed capacity freed
@@ -235,13 +236,11 @@ class Syncer:
 
     def _call_timeout(self) -> float:
         """The configured bound, or more for a manager whose one listing is slow by nature."""
-        return TeardownConfig(self.cfg.call_timeout, self.cfg.lost_after).bounds(
-            self.ctx.manager)[0]
+        return self.bounds.bounds(self.ctx.manager)[0]
 
     def _lost_after(self) -> float:
         """Unreachable for this long means lost: never less than two slow rounds."""
-        return TeardownConfig(self.cfg.call_timeout, self.cfg.lost_after).bounds(
-            self.ctx.manager)[1]
+        return self.bounds.bounds(self.ctx.manager)[1]
 
     async def _observe(self) -> tuple[ClusterState, list[ReplicaStatus]]:
         """Replicas first, then state: every replica listed is accounted in the allocatable we
