@@ -18,7 +18,7 @@ Mapping (``map``): one SkyPilot job per replica attempt, submitted with ``sky ex
 (async: it returns once the job is queued) under a deterministic job name carrying the replica's
 identity, so a submit looks the name up in the queues first and adopts what is there (same or
 higher attempt), never submitting twice. ``replicas()`` is one ``sky queue`` per SkyPilot
-cluster, all from one subprocess; ``state()`` right after it (a sync round) reuses that listing.
+cluster, all in one runner request; ``state()`` right after it (a sync round) reuses that listing.
 ``state()``: each cluster's nodes from ``sky status`` (cached
 ``status_ttl``), allocatable = their capacity minus what SkyShift's pending and running jobs
 reserve. SkyPilot schedules a cluster's jobs by CPUs, and on Slurm runs each as an exclusive
@@ -132,10 +132,10 @@ class SkyPilotManager:
     def __init__(self, name: str, config: dict[str, Any]) -> None:
         self.name = name
         self.config = SkyConfig.parse(name, config)
-        # warm: calls come back to back (a sync round, a submit), each in a runner that
-        # imported SkyPilot while the call before it ran
+        # its calls go to the runner process shared by this process's clients of that venv
+        # and user (SkyPilot imported once, requests served side by side)
         self.client = SkyPilotClient(self.config.venv, self.config.user,
-                                     self.config.call_timeout, warm=True)
+                                     self.config.call_timeout)
         self._names = _LOCKS.setdefault(name, NameLocks())
         self._shapes: dict[str, list[NodeState]] = {}
         self._shapes_at = 0.0
@@ -151,10 +151,10 @@ class SkyPilotManager:
     # ---- ClusterManager -------------------------------------------------------------------
 
     async def connect(self) -> None:
-        return None  # every call is its own subprocess: nothing to prepare
+        return None  # the runner starts with the first call
 
     async def close(self) -> None:
-        self.client.close()  # the runner started ahead
+        self.client.close()  # lets go of the shared runner (the last client ends it)
 
     async def state(self) -> ClusterState:
         # a sync round lists the replicas just before: its listing, not a second `sky queue`
@@ -279,7 +279,7 @@ class SkyPilotManager:
         return self._listed[1]
 
     async def _list(self) -> list[Found]:
-        """SkyShift's jobs in every SkyPilot cluster's queue (one subprocess), cancelled and
+        """SkyShift's jobs in every SkyPilot cluster's queue (one runner request), cancelled and
         deleted ones left out."""
         names = self.config.sky_clusters
         tables = await self._call(lambda: self.client.queue(

@@ -3,12 +3,13 @@
 SkyPilot lives in a virtualenv of its own (scripts/install-skypilot.sh: its pins would
 downgrade SkyShift's environment) and runs as a dedicated unprivileged user, so that what it
 writes (``~/.sky``, ``~/.slurm``, ``.bashrc``, ``.sky_clusters``, ``authorized_keys``) lands in
-that user's home and never in the control plane's. Each call here is one subprocess: that venv's
-python running ``runner`` (SkyPilot's SDK: ``sky.launch/status/down/exec/queue/
-tail_logs/cancel`` with ``sky.get``/``stream_and_get``) as that user. Lines SkyPilot streams
-while it works go to ``progress``; the answer is the runner's last line. SkyPilot starts its
-API server on the first call, as that user; :func:`stop_api_server` ends it and what
-``sky api stop`` leaves behind.
+that user's home and never in the control plane's. The calls run in one long-lived process:
+that venv's python running ``runner`` (SkyPilot's SDK: ``sky.launch/status/down/exec/queue/
+tail_logs/cancel`` with ``sky.get``/``stream_and_get``) as that user, which imports SkyPilot
+once and serves each request in a thread of its own (``process``: one such runner per venv
+and user in this process, shared by its clients). Lines SkyPilot streams while a request works
+go to that request's ``progress``. SkyPilot starts its API server on the first call, as that
+user; :func:`stop_api_server` ends it and what ``sky api stop`` leaves behind.
 
 Every call blocks and is bounded by a timeout (callers use threads). Errors become compat
 errors: ``Capacity`` (no room now: retry later or elsewhere), ``Permanent`` (no credentials,
@@ -18,24 +19,20 @@ Configuration (keyword arguments, else environment, else defaults):
 ``venv`` / ``SKYSHIFT_SKYPILOT_VENV`` [/opt/skyshift/skypilot/venv], ``user`` /
 ``SKYSHIFT_SKY_USER`` [skyshift-sky; "" = the current user].
 
-With ``warm=True`` (the ``skypilot`` manager's client, which calls SkyPilot back to back) one
-runner is kept started ahead: it imports SkyPilot (seconds of CPU) while the call before it
-runs, and takes the next request as soon as it comes. Each runner still answers one request.
+A client holds the shared runner from its first call until :meth:`SkyPilotClient.close`; the
+runner ends when the last client holding it closes, or when this process ends (its stdin
+closes).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import pwd
-import select
 import shutil
 import signal
-import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,15 +45,12 @@ from skyshift.compat.provision_types import (
     ProvisionedCluster,
     SkyState,
 )
+from skyshift.compat.skypilot import process
 from skyshift.compat.skypilot.errors import classify
 
 DEFAULT_VENV = "/opt/skyshift/skypilot/venv"
 DEFAULT_USER = "skyshift-sky"
-MARK = "@@skyshift-result@@"
 _RUNNER = Path(__file__).with_name("runner.py")
-_MAX_OUTPUT = 4 << 20  # bytes kept of a call's output (logs can be long)
-_MAX_LINE = 64 << 20  # one line of output (the answer carries a cluster's status)
-_SPARE_AGE = 120.0  # seconds a runner started ahead is used; an older one is replaced
 
 
 def _quiet(_: str) -> None:
@@ -81,21 +75,26 @@ class SkyPilotClient:
     """Provisioner (launch/status/down) plus exec/queue/logs/cancel, over SkyPilot's SDK."""
 
     def __init__(self, venv: str | None = None, user: str | None = None,
-                 call_timeout: float = 180.0, warm: bool = False) -> None:
+                 call_timeout: float = 180.0) -> None:
         self.venv = Path(venv or os.environ.get("SKYSHIFT_SKYPILOT_VENV") or DEFAULT_VENV)
         self.user = user if user is not None else os.environ.get("SKYSHIFT_SKY_USER",
                                                                  DEFAULT_USER)
         self.call_timeout = call_timeout
-        self.warm = warm
-        self._spare: tuple[float, subprocess.Popen[bytes]] | None = None  # (started, runner)
-        self._spare_lock = threading.Lock()
+        self._held: process.Key | None = None  # the shared runner this client holds
+        self._held_lock = threading.Lock()
 
     def close(self) -> None:
-        """End the runner started ahead, if any (it holds no request)."""
-        with self._spare_lock:
-            spare, self._spare = self._spare, None
-        if spare is not None:
-            _end(spare[1])
+        """Let go of the shared runner; the last client holding it ends it."""
+        with self._held_lock:
+            key, self._held = self._held, None
+        if key is not None:
+            process.release(key)
+
+    def end_runner(self) -> None:
+        """End the runner this client's calls go to, now (whoever holds it); the next call
+        starts a new one."""
+        account = self._account()
+        process.end_shared((str(self.python), account.pw_uid if account else -1))
 
     @property
     def python(self) -> Path:
@@ -141,7 +140,8 @@ class SkyPilotClient:
 
     def queue(self, clusters: list[str],
               timeout: float | None = None) -> dict[str, list[SkyJob] | Exception]:
-        """Each cluster's job table, from one subprocess (one SkyPilot request per cluster)."""
+        """Each cluster's job table, from one runner request (one SkyPilot request per
+        cluster, sent together)."""
         out = self.call("queue", {"clusters": clusters}, timeout=timeout, what="queue")
         tables: dict[str, list[SkyJob] | Exception] = {}
         for cluster in clusters:
@@ -173,7 +173,7 @@ class SkyPilotClient:
         """``sky check`` for these infras (enables them in SkyPilot's state)."""
         return self.call("check", {"infra": infra}, what="check")
 
-    # ---- the subprocess -------------------------------------------------------------------
+    # ---- the runner -----------------------------------------------------------------------
 
     def _account(self) -> pwd.struct_passwd | None:
         """The SkyPilot user to switch to, or None to run as ourselves."""
@@ -212,65 +212,42 @@ class SkyPilotClient:
             raise Permanent(f"SkyPilot is not installed at {self.venv}: run "
                             "scripts/install-skypilot.sh")
         limit = timeout or self.call_timeout
-        try:
-            proc = self._runner()
-        except OSError as exc:  # no process to run SkyPilot in (fork, user switch): try again
-            raise Transient(f"cannot start SkyPilot's {what or op}: {exc}") from exc
-        assert proc.stdin is not None and proc.stdout is not None
-        with contextlib.suppress(BrokenPipeError):  # it died at once: its output says why
-            proc.stdin.write(json.dumps({"op": op, **args}).encode())
-        with contextlib.suppress(BrokenPipeError):
-            proc.stdin.close()
         deadline = time.monotonic() + limit
-        answer: dict[str, Any] | None = None
-        tail: list[str] = []
-        kept = 0
-        try:
-            for raw in _lines(proc.stdout.fileno(), deadline):
-                line = raw.decode(errors="replace").rstrip("\r")
-                if line.startswith(MARK):
-                    answer = json.loads(line[len(MARK):])
-                    break  # the last line; a daemon SkyPilot started may hold the pipe open
-                if kept < _MAX_OUTPUT:
-                    kept += len(line)
-                    tail = [*tail, line][-40:]
-                if line.strip():
-                    with contextlib.suppress(Exception):
-                        progress(line.strip()[:500])
-        finally:
-            # the runner ends by itself once it has answered; at the deadline its group goes.
-            # The read above ends at the deadline even if a daemon SkyPilot started outside
-            # the group (its API server) still holds the pipe, so nothing waits on that daemon
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            timed_out = answer is None and time.monotonic() >= deadline
-            _end(proc)
         label = what or op
-        if answer is None:
-            if timed_out:
-                raise Transient(f"SkyPilot {label} did not answer within {limit:g}s")
-            raise Transient(f"SkyPilot {label} ended without an answer (exit "
-                            f"{proc.returncode}): {' | '.join(tail[-5:])[-1000:]}")
-        if "error" in answer:
-            raise classify(answer["error"], label)
-        return answer.get("result")
+        runner, sent = self._send({"op": op, **args}, deadline, label)
+        kind, value = runner.wait(sent, deadline, progress)
+        if kind == "timeout":
+            runner.abandon(sent)
+            raise Transient(f"SkyPilot {label} did not answer within {limit:g}s")
+        if kind == "gone":
+            raise Transient(f"SkyPilot {label} ended without an answer (the runner ended, "
+                            f"{value})")
+        if "error" in value:
+            raise classify(value["error"], label)
+        return value.get("result")
 
-    def _runner(self) -> subprocess.Popen[bytes]:
-        """A runner for one request: the one started ahead if it is still fresh, else a new
-        one; with ``warm``, the next one starts (and imports SkyPilot) now."""
+    def _send(self, request: dict[str, Any], deadline: float,
+              label: str) -> tuple[process.Runner, process.Call]:
+        """The request sent to the shared runner (a new one if the last one had ended)."""
         account = self._account()
-        with self._spare_lock:
-            spare, self._spare = self._spare, None
-            if self.warm:
-                with contextlib.suppress(OSError):  # no runner ahead: the next call starts one
-                    self._spare = (time.monotonic(), self._start(account))
-        if spare is not None:
-            if spare[1].poll() is None and time.monotonic() - spare[0] < _SPARE_AGE:
-                return spare[1]
-            _end(spare[1])
-        return self._start(account)
+        key: process.Key = (str(self.python), account.pw_uid if account else -1)
+        with self._held_lock:
+            if self._held is None:
+                process.hold(key)
+                self._held = key
+        why = ""
+        for _ in range(2):  # a runner that ended before the request reached it: once more
+            try:
+                runner = process.shared(key, lambda: self._start(account))
+            except OSError as exc:  # no process to run SkyPilot in (fork, user switch)
+                raise Transient(f"cannot start SkyPilot's {label}: {exc}") from exc
+            try:
+                return runner, runner.submit(request, deadline)
+            except process.RunnerGone as exc:
+                why = str(exc)
+        raise Transient(f"SkyPilot {label}: its runner ended before taking it ({why})")
 
-    def _start(self, account: pwd.struct_passwd | None) -> subprocess.Popen[bytes]:
+    def _start(self, account: pwd.struct_passwd | None) -> process.Runner:
         argv = [str(self.python), "-c", _RUNNER.read_text()]
         if account is not None:
             # setpriv rather than Popen(user=...): changing ids makes Python fork instead of
@@ -279,58 +256,12 @@ class SkyPilotClient:
             argv = [_setpriv(), f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}",
                     "--clear-groups", "--", *argv]
         env = self.env()
-        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=env, cwd=env["HOME"],
-                                start_new_session=True)
-
-
-def _end(proc: subprocess.Popen[bytes]) -> None:
-    """End a runner (its group) if it still runs, and close its pipes."""
-    if proc.poll() is None:
-        _kill_group(proc.pid)
-        proc.wait()
-    for pipe in (proc.stdin, proc.stdout):
-        if pipe is not None:
-            with contextlib.suppress(OSError):
-                pipe.close()
-
-
-def _lines(fd: int, deadline: float) -> Iterator[bytes]:
-    """The lines read from ``fd`` until EOF or ``deadline`` (monotonic), whichever comes first.
-
-    A plain ``for line in stdout`` waits for EOF, which never comes while any process holds
-    the pipe's write end, even after the runner itself was killed at its timeout. A line
-    longer than ``_MAX_LINE`` is cut there.
-    """
-    buf = b""
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return
-        ready, _, _ = select.select([fd], [], [], min(left, 1.0))
-        if not ready:
-            continue
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            if buf:
-                yield buf
-            return
-        buf += chunk
-        *done, buf = buf.split(b"\n")
-        yield from done
-        if len(buf) > _MAX_LINE:
-            yield buf[:_MAX_LINE]
-            buf = b""
+        return process.Runner(argv, env, env["HOME"])
 
 
 def _setpriv() -> str:
     """util-linux's setpriv (Debian: always there), which switches to SkyPilot's user."""
     return shutil.which("setpriv", path=f"{os.defpath}:/usr/bin:/bin") or "setpriv"
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 def _cluster(name: str, rows: list[dict[str, Any]]) -> ProvisionedCluster:
@@ -378,6 +309,7 @@ def stop_api_server(client: SkyPilotClient, grace: float = 10.0) -> list[int]:
     returns the pids that had to be signalled. For test beds and operators' teardown."""
     with contextlib.suppress(Transient, Permanent, NotFound):
         client.call("api_stop", {}, timeout=60, what="api stop")
+    client.end_runner()  # it started the API server; a later call starts a fresh one
     user = client.user or pwd.getpwuid(os.geteuid()).pw_name
     pids = leftover_pids(user)
     for sig in (signal.SIGTERM, signal.SIGKILL):
