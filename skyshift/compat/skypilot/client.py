@@ -93,8 +93,7 @@ class SkyPilotClient:
     def end_runner(self) -> None:
         """End the runner this client's calls go to, now (whoever holds it); the next call
         starts a new one."""
-        account = self._account()
-        process.end_shared((str(self.python), account.pw_uid if account else -1))
+        process.end_shared(self._key(self._account()))
 
     @property
     def python(self) -> Path:
@@ -230,7 +229,7 @@ class SkyPilotClient:
               label: str) -> tuple[process.Runner, process.Call]:
         """The request sent to the shared runner (a new one if the last one had ended)."""
         account = self._account()
-        key: process.Key = (str(self.python), account.pw_uid if account else -1)
+        key = self._key(account)
         with self._held_lock:
             if self._held is None:
                 process.hold(key)
@@ -246,6 +245,10 @@ class SkyPilotClient:
             except process.RunnerGone as exc:
                 why = str(exc)
         raise Transient(f"SkyPilot {label}: its runner ended before taking it ({why})")
+
+    def _key(self, account: pwd.struct_passwd | None) -> process.Key:
+        """Which shared runner serves this client: its venv's python and user."""
+        return str(self.python), account.pw_uid if account else -1
 
     def _start(self, account: pwd.struct_passwd | None) -> process.Runner:
         argv = [str(self.python), "-c", _RUNNER.read_text()]
