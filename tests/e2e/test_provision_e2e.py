@@ -51,11 +51,6 @@ class _Laps:
         self.last = now
 
 
-async def _placed(s: LifecycleStack, job: str) -> bool:
-    obj = await s.get("jobs", job, "default")
-    return bool(((obj or {}).get("status") or {}).get("placement") == {NAME: 1})
-
-
 async def _read_logs(sky_clusters: list[str], pair: dict[str, Any]) -> None:
     """Both replicas' logs through the cluster's manager, read at once as ``skyctl logs``
     reads them: each says what its replica printed."""
@@ -108,18 +103,19 @@ async def test_provisioned_cluster_runs_jobs_grows_and_is_released(
         # its logs are read while the next jobs go on (the test's own wait, not SkyShift's)
         read = asyncio.create_task(_read_logs(block["skyClusters"], pair))
 
-        # the node group's 2 CPUs held by one job (placed: the scheduler holds them for it
-        # until the cluster reports it); the next one waits for a new group
+        # the node group's 2 CPUs held by one job; the next one waits for a new group. (Hold
+        # Running, not just placed: the scheduler's reservation for a placed job lasts 30 s,
+        # then only the cluster's report that it runs keeps the next job off its CPUs.)
         await s.submit("hold", "sleep 600", cpus=2, restartPolicy="Never")
-        await s.wait("hold placed", lambda: _placed(s, "hold"), timeout=300)
+        await s.job_phase("hold", "Running", timeout=300)
+        lap("hold POST -> Running")
+        await read
+        lap("the pair's logs read through the manager (beside hold's start)")
         await s.submit("more", "echo grown", cpus=2, restartPolicy="Never")
         pending = await s.wait("the pending reason", lambda: _message(
             s, "more", f"provisioning {NAME}"), timeout=120)
         assert "ETA" in pending
-        lap("hold placed, more POST -> pending 'provisioning'")
-        await s.job_phase("hold", "Running", timeout=300)
-        await read
-        lap("hold Running, the pair's logs read through the manager")
+        lap("more POST -> pending 'provisioning'")
         grown = await s.job_phase("more", "Succeeded", timeout=600)
         lap("pending -> more Succeeded (the grow's launch)")
         assert grown["status"]["placement"] == {NAME: 1}
