@@ -48,7 +48,6 @@ FIXTURE_GROUPS = {
 #: which collection order inside the group keeps), Ray heads through ``skyshift sim ray``.
 MODULE_GROUPS = {
     "tests/e2e/test_docs_skypilot.py": "skypilot",
-    "tests/e2e/test_provision_e2e.py": "skypilot",
     "tests/integration/test_sim_ray.py": "ray",
     "tests/integration/test_cluster_identity_ray.py": "ray",
     "tests/integration/test_workload_isolation_ray.py": "ray",

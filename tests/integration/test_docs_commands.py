@@ -19,7 +19,7 @@ from skyshift.devstack.sim import ray as sim_ray
 from skyshift.devstack.sim import slurm as sim_slurm
 from tests.fixtures.balancers import stop_balancers_under
 from tests.fixtures.docs_blocks import ROOT, directive, pages, parse
-from tests.fixtures.docs_run import PageRunner, Tally
+from tests.fixtures.docs_run import AfterCommand, PageRunner, Tally
 from tests.fixtures.require import strict
 from tests.fixtures.stack import stack_up
 
@@ -84,10 +84,11 @@ def page_names(skypilot: bool) -> list[str]:
     return names
 
 
-def run_page(runner: PageRunner, page: str) -> None:
+def run_page(runner: PageRunner, page: str, after: AfterCommand | None = None) -> None:
+    """Run the page's blocks in order; ``after`` sees each command that succeeded."""
     cwd = runner.page_dir(page)
     for block in parse((ROOT / page).read_text(), page):
-        runner.run_block(block, cwd, strict())
+        runner.run_block(block, cwd, strict(), after)
 
 
 @pytest.mark.timeout(900)
