@@ -101,6 +101,26 @@ def _merged(label_sets: Iterable[set[str]]) -> dict[str, str]:
 #: --no-loadscope-reorder): the longest, so that it is not what the run waits for at the end.
 FIRST_GROUPS = ("skypilot",)
 
+#: After them, the longest work first (a worker takes the next unit when it has at most two
+#: tests left, so a long unit started last ends the run alone): the other beds' groups, the
+#: fault and end-to-end tests (tens of seconds each), the integration modules that share a
+#: stack, the other integration tests, the workflow tests, and the unit tests (short: they fill
+#: the gaps at the end).
+_DIR_RANKS = {"tests/faults/": 2, "tests/e2e/": 2, "tests/integration/": 4,
+              "tests/workflows/": 5, "tests/unit/": 6}
+_BEDS = {*FIXTURE_GROUPS.values(), *MODULE_GROUPS.values()}
+
+
+def _rank(nodeid: str, group: str) -> int:
+    """Where a test's unit goes in a parallel run's queue (lower first)."""
+    beds = set(group.split("+")) & _BEDS
+    if beds & set(FIRST_GROUPS):
+        return 0
+    if beds:
+        return 1
+    rank = next((r for d, r in _DIR_RANKS.items() if nodeid.startswith(d)), 4)
+    return 3 if group and rank == 4 else rank  # an integration module's own stack
+
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -112,8 +132,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             group[item.nodeid] = names[next(iter(mine))]
             item.add_marker(pytest.mark.xdist_group(group[item.nodeid]))
     if hasattr(config, "workerinput"):  # an xdist worker; a serial run keeps its order
-        items.sort(key=lambda item: not any(
-            g in FIRST_GROUPS for g in group.get(item.nodeid, "").split("+")))
+        items.sort(key=lambda item: _rank(item.nodeid, group.get(item.nodeid, "")))
 
 
 class _LoadGroupIds:
