@@ -233,6 +233,22 @@ def _raise(error: str) -> None:
     raise cls(message or error)
 
 
+#: a job's phases before any of its replicas ran
+_STARTING = ("Pending", "Scheduled")
+
+
+def not_started(job: Obj, clusters: list[str], error: str) -> str | None:
+    """The error of a logs read that found no replica of a job that has not started: placed,
+    its submit not yet through (or its replicas queued), a cluster does not list them yet, and
+    "not found" would read as lost. ``None`` when that is not the case."""
+    phase = (job.get("status") or {}).get("phase") or "Pending"
+    if not error.startswith("NotFound") or phase not in _STARTING:
+        return None
+    where = ", ".join(clusters)
+    return (f"NotFound: job {_meta(job).get('name')} has not started yet ({phase} on {where}; "
+            f"{error.partition(': ')[2] or error})")
+
+
 async def fetch_logs(client: Client, job: Obj, tail: int | None, rank: int | None) -> str:
     """Output of one replica (``rank``) or of all of them, each under a ``==> name <==`` line."""
     clusters = status_clusters(job)
@@ -242,7 +258,7 @@ async def fetch_logs(client: Client, job: Obj, tail: int | None, rank: int | Non
     res = await _run_op(client, job, ReplicaOpInput("logs", clusters, names, tail,
                                                     timeout=LOGS_TIMEOUT))
     if not res.found:
-        _raise(res.error or "NotFound: no replica found")
+        _raise(not_started(job, clusters, res.error) or res.error or "NotFound: no replica found")
     if rank is not None:
         return res.found[names[0]]
     return "".join(f"==> {n} <==\n{res.found[n]}" for n in names if n in res.found)

@@ -45,3 +45,22 @@ def test_not_started_is_a_404_that_says_so() -> None:
         "logs of job default/pair",
     )
     assert api.code == 404 and "has not started yet" in api.message
+
+
+def test_a_replica_not_listed_yet_of_a_job_not_started_is_not_started() -> None:
+    """Right after the POST the job is placed on sky1 while its submit is still under way:
+    the cluster does not list the replica yet, which must not read as a lost replica."""
+    from skyshift.lifecycle.starter import not_started
+
+    err = "NotFound: replica hello-0 not found on cluster sky1"
+    for phase in ("Pending", "Scheduled"):
+        job = {"metadata": {"name": "hello"}, "status": {"phase": phase}}
+        said = not_started(job, ["sky1"], err)
+        assert said is not None and said.startswith("NotFound: ")
+        api = _backend_error(NotFound(said.partition(": ")[2]), "logs of job default/hello")
+        assert api.code == 404 and "has not started yet" in api.message
+        assert "sky1" in api.message and "hello-0 not found" in api.message
+    running = {"metadata": {"name": "hello"}, "status": {"phase": "Running"}}
+    assert not_started(running, ["sky1"], err) is None  # a running job's missing replica
+    pending = {"metadata": {"name": "hello"}, "status": {"phase": "Pending"}}
+    assert not_started(pending, ["sky1"], "Transient: cluster sky1: timed out") is None
