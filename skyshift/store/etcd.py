@@ -56,6 +56,7 @@ from skyshift.store.transport import (
     cmp_absent,
     cmp_exists,
     cmp_mod,
+    never_sent,
     op_delete,
     op_get,
     op_put,
@@ -143,8 +144,9 @@ class ObjectStore:
     ) -> T:
         """Run one RPC; reads (``retry``) are retried while etcd is unavailable, up to timeout.
 
-        Writes are never retried: after a lost connection their outcome is unknown, and a blind
-        retry could turn a successful create into AlreadyExists or apply a mutation twice.
+        Writes are retried only when gRPC never sent them (no connected address): after a lost
+        connection their outcome is unknown, and a blind retry could turn a successful create
+        into AlreadyExists or apply a mutation twice.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
@@ -160,7 +162,8 @@ class ObjectStore:
                     self._conn.retire(client)
                     continue
                 err = translate(exc, what, self.timeout)
-                if not (retry and isinstance(err, Unavailable) and loop.time() + delay < deadline):
+                again = retry or never_sent(exc)
+                if not (again and isinstance(err, Unavailable) and loop.time() + delay < deadline):
                     if err is exc:
                         raise
                     raise err from exc

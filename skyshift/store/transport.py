@@ -114,6 +114,14 @@ def auth_expired(exc: BaseException) -> bool:
     return code == grpc.StatusCode.UNAUTHENTICATED or "invalid auth token" in details
 
 
+def never_sent(exc: BaseException) -> bool:
+    """The RPC failed before it reached etcd: gRPC found no connected address to send it on
+    (etcd down or restarting while the channel still looked ready). Nothing was applied, so
+    even a write may be sent again."""
+    code, details = _status(exc)
+    return code == grpc.StatusCode.UNAVAILABLE and "failed to connect to all addresses" in details
+
+
 def auth_not_enabled(exc: BaseException) -> bool:
     """The client logged in to an etcd whose auth is off (it then works without a token)."""
     return "authentication is not enabled" in _status(exc)[1]
