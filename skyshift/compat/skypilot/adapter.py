@@ -16,8 +16,9 @@ provisioned (the provisioning side adds SkyPilot clusters to it to scale up). Co
 
 Mapping (``map``): one SkyPilot job per replica attempt, submitted with ``sky exec``
 (async: it returns once the job is queued) under a deterministic job name carrying the replica's
-identity, so a submit looks the name up in the queues first and adopts what is there (same or
-higher attempt), never submitting twice. ``replicas()`` is one ``sky queue`` per SkyPilot
+identity, so a submit looks the name up in the queues first (the last sync round's listing when
+nothing of that name can have landed since, see ``_submit_listing``) and adopts what is there
+(same or higher attempt); an attempt found twice keeps its first job, the rest are cancelled. ``replicas()`` is one ``sky queue`` per SkyPilot
 cluster, all in one runner request; ``state()`` right after it (a sync round) reuses that listing.
 ``state()``: each cluster's nodes from ``sky status`` (cached
 ``status_ttl``), allocatable = their capacity minus what SkyShift's pending and running jobs
@@ -73,6 +74,10 @@ from skyshift.models.quantity import Resources
 T = TypeVar("T")
 _NAME = re.compile(r"[a-z][a-z0-9-]{0,62}")
 _LOCKS: dict[str, NameLocks] = {}  # per SkyShift cluster, shared by its manager instances
+# per SkyShift cluster: replica name -> when this process last sent its `sky exec`
+_SENT: dict[str, dict[str, float]] = {}
+_SENT_KEEP = 3600.0  # seconds a sent exec is remembered (it has long landed by then)
+_BORN = time.monotonic()  # this process's start: execs of an earlier process may still land
 _EXIT_CODES: dict[tuple[str, int], int] = {}  # (sky cluster, job id) -> a FAILED job's code
 Found = tuple[str, SkyJob, JobMeta]  # (sky cluster, job, identity)
 _FINISHED = ("SUCCEEDED", "FAILED", "FAILED_SETUP", "FAILED_DRIVER")
@@ -80,6 +85,7 @@ _SKY_LINES = 10  # lines SkyPilot adds after a job's output in ``sky logs``
 _NOT_STARTED = ("INIT", "PENDING")  # no log yet: `sky logs` would wait for one, then say so
 _LISTING_TTL = 15.0  # seconds a listing names a replica's latest job for logs
 _STATE_REUSE = 5.0  # seconds state() takes the last listing as its own
+_SUBMIT_REUSE = 15.0  # seconds a submit looks its replicas up in the last listing
 LOGS_TIMEOUT = 40.0  # one `sky logs` call (seconds when well, over 15 s on a loaded machine;
 #                      the API gives a cluster 45 s)
 
@@ -140,6 +146,8 @@ class SkyPilotManager:
         self._shapes: dict[str, list[NodeState]] = {}
         self._shapes_at = 0.0
         self._listed: tuple[float, list[Found]] = (0.0, [])  # the last listing, and when
+        self._listed_from = 0.0  # when that listing's `sky queue` was asked for
+        self._sent = _SENT.setdefault(name, {})
 
     @property
     def sync_timeout(self) -> float:
@@ -181,7 +189,8 @@ class SkyPilotManager:
             first.setdefault(spec.name, spec)
         async with self._names.hold(list(first)):
             # the shapes (`sky status` once their cache is stale) and the queue at once
-            shapes, found = await asyncio.gather(self._cluster_nodes(), self._list())
+            shapes, found = await asyncio.gather(
+                self._cluster_nodes(), self._submit_listing(list(first)))
             for spec in first.values():
                 self._check_fits(spec, shapes)
             done: dict[str, ReplicaStatus] = {}
@@ -195,6 +204,7 @@ class SkyPilotManager:
                 cluster = self._place(meta.reservation, found, shapes)
                 found.append((cluster, SkyJob(-1, meta.job_name(), "PENDING"), meta))
                 todo.append((spec, meta, cluster))
+                self._sent[spec.name] = time.monotonic()  # before it is sent: it may land
             # each exec waits for SkyPilot to queue the job (seconds): the batch's go together
             results = await asyncio.gather(*(self._exec(*t) for t in todo),
                                            return_exceptions=True)
@@ -210,6 +220,9 @@ class SkyPilotManager:
         # a sync round asks state() next, which needs the shapes: `sky status` (once its cache
         # is stale) beside `sky queue`, not after it (a cluster's first round decides Ready)
         found, _ = await asyncio.gather(self._list(), self._shapes_ahead())
+        extra = _duplicates(found)
+        if extra:  # one replica attempt sent twice (see _submit_listing): keep the first
+            await self._cancel(extra)
         out = []
         for name, (cluster, job, meta) in sorted(_latest(found).items()):
             out.append(status_of(meta, job, await self._exit_code(cluster, job)))
@@ -278,10 +291,32 @@ class SkyPilotManager:
     async def _listed_now(self) -> list[Found]:
         return self._listed[1]
 
+    async def _submit_listing(self, names: list[str]) -> list[Found]:
+        """What the queues hold, for a submit to adopt rather than send twice: the last sync
+        round's listing when it is recent and nothing could have landed since for these names,
+        else a `sky queue` of its own (seconds, the most of a submit's wait).
+
+        A job of these names lands after a listing only from an exec sent earlier: by this
+        process (``_SENT``: then a fresh listing), or by one before it, killed with its exec in
+        flight in SkyPilot's API server (then not after ``call_timeout`` since this process
+        began). A fresh listing narrows that window without closing it (the exec may land just
+        after it too); a replica attempt sent twice all the same is cancelled by the next
+        ``replicas()`` but for its first job."""
+        now = time.monotonic()
+        for name, at in list(self._sent.items()):
+            if now - at > _SENT_KEEP:
+                del self._sent[name]
+        started = self._listed_from
+        if (now - started < _SUBMIT_REUSE and started - _BORN > self.config.call_timeout
+                and not any(n in self._sent for n in names)):
+            return list(self._listed[1])
+        return await self._list()
+
     async def _list(self) -> list[Found]:
         """SkyShift's jobs in every SkyPilot cluster's queue (one runner request), cancelled and
         deleted ones left out."""
         names = self.config.sky_clusters
+        started = time.monotonic()
         tables = await self._call(lambda: self.client.queue(
             names, timeout=self.config.call_timeout))
         gone = self._tombstones()
@@ -302,7 +337,7 @@ class SkyPilotManager:
                 found.append((cluster, job, meta))
         if gone - live:
             self._save_tombstones(gone & live)
-        self._listed = (time.monotonic(), found)
+        self._listed, self._listed_from = (time.monotonic(), found), started
         return found
 
     async def _exit_code(self, cluster: str, job: SkyJob) -> int | None:
@@ -414,14 +449,35 @@ class SkyPilotManager:
 
 
 def _latest(found: list[Found]) -> dict[str, Found]:
-    """Per replica name, its highest attempt (the newest job of that attempt)."""
+    """Per replica name, its highest attempt (the first job of that attempt: a second one is
+    the same attempt sent twice, see ``_duplicates``)."""
     out: dict[str, Found] = {}
     for item in found:
-        _, job, meta = item
+        meta = item[2]
         have = out.get(meta.name)
-        if have is None or (meta.attempt, job.job_id) > (have[2].attempt, have[1].job_id):
+        if have is None or meta.attempt > have[2].attempt or (
+                meta.attempt == have[2].attempt and _order(item) < _order(have)):
             out[meta.name] = item
     return out
+
+
+def _order(item: Found) -> tuple[int, str]:
+    """Which of two jobs of one replica attempt came first (job ids count per SkyPilot
+    cluster: ties go by cluster name, the same way everywhere)."""
+    return item[1].job_id, item[0]
+
+
+def _duplicates(found: list[Found]) -> list[Found]:
+    """Jobs of a replica attempt other than its first (the attempt was sent twice)."""
+    first: dict[tuple[str, int], Found] = {}
+    extra: list[Found] = []
+    for item in sorted(found, key=_order):
+        key = (item[2].name, item[2].attempt)
+        if key in first:
+            extra.append(item)
+        else:
+            first[key] = item
+    return [f for f in extra if f[1].status not in _FINISHED]
 
 
 def _reserved(found: list[Found]) -> dict[str, list[Resources]]:

@@ -1,0 +1,158 @@
+"""The ``skypilot`` manager's submit, with a fake SkyPilot driver below the adapter boundary:
+a submit right after a sync round adopts from that round's listing instead of a `sky queue` of
+its own (seconds of every job's start), lists afresh whenever a job of its names could have
+landed since, and a replica attempt sent twice keeps only its first job."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skyshift.compat.skypilot import adapter
+from skyshift.compat.skypilot.adapter import SkyPilotManager
+from skyshift.compat.skypilot.client import SkyJob
+from skyshift.compat.skypilot.map import JobMeta
+from skyshift.compat.types import PENDING, ReplicaSpec
+from tests.fixtures.compat import make_spec
+
+SKY = "sky1-abc-0"
+
+
+class FakeDriver:
+    """A SkyPilot cluster's queue (``jobs``) and every call the manager makes, in order."""
+
+    def __init__(self) -> None:
+        self.jobs: list[SkyJob] = []
+        self.calls: list[str] = []
+
+    def queue(self, clusters: list[str], timeout: float | None = None) -> dict[str, Any]:
+        self.calls.append("queue")
+        return {SKY: list(self.jobs)}
+
+    def clusters(self, names: list[str], refresh: bool = False) -> list[dict[str, Any]]:
+        self.calls.append("status")
+        return [{"name": SKY, "status": "UP", "nodes": 1, "cpus": "4", "memory": "4"}]
+
+    def exec_async(self, cluster: str, name: str, run: str, envs: dict[str, str],
+                   cpus: float = 0.0, timeout: float | None = None) -> int:
+        job_id = max((j.job_id for j in self.jobs), default=0) + 1
+        self.jobs.append(SkyJob(job_id, name, "PENDING"))
+        self.calls.append(f"exec {job_id}")
+        return job_id
+
+    def cancel(self, cluster: str, job_ids: list[int], timeout: float | None = None) -> None:
+        self.calls.append(f"cancel {','.join(map(str, job_ids))}")
+        self.jobs = [SkyJob(j.job_id, j.name, "CANCELLED") if j.job_id in job_ids else j
+                     for j in self.jobs]
+
+
+@pytest.fixture
+def old_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process began longer than a call's timeout ago: no exec of an earlier one is
+    still on its way."""
+    monkeypatch.setattr(adapter, "_BORN", time.monotonic() - 1000)
+
+
+def _manager(tmp_path: Path, name: str) -> tuple[SkyPilotManager, FakeDriver]:
+    manager = SkyPilotManager(name, {"sky_clusters": [SKY], "state_dir": str(tmp_path)})
+    driver = FakeDriver()
+    manager.client = driver  # type: ignore[assignment]
+    return manager, driver
+
+
+def _job(spec: ReplicaSpec, job_id: int, status: str) -> SkyJob:
+    return SkyJob(job_id, JobMeta.of(spec).job_name(), status)
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("old_process")
+async def test_a_submit_after_a_sync_round_uses_its_listing(tmp_path: Path) -> None:
+    manager, driver = _manager(tmp_path, "sub-reuse")
+    await manager.replicas()  # the sync round
+    driver.calls.clear()
+    spec = make_spec("true")
+    [status] = await manager.submit([spec])
+    assert status.state == PENDING
+    assert driver.calls == ["exec 1"], driver.calls  # no `sky queue` of its own
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("old_process")
+async def test_a_submit_adopts_the_job_the_listing_shows(tmp_path: Path) -> None:
+    manager, driver = _manager(tmp_path, "sub-adopt")
+    spec = make_spec("true")
+    driver.jobs = [_job(spec, 7, "RUNNING")]
+    await manager.replicas()
+    driver.calls.clear()
+    [status] = await manager.submit([spec])
+    assert status.state == "Running"
+    assert driver.calls == [], driver.calls  # adopted: nothing sent, nothing listed
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("old_process")
+async def test_a_name_sent_before_by_this_process_is_listed_afresh(tmp_path: Path) -> None:
+    manager, driver = _manager(tmp_path, "sub-again")
+    await manager.replicas()
+    spec = make_spec("true")
+    await manager.submit([spec])  # e.g. the activity timed out after its exec was sent
+    await manager.replicas()
+    driver.jobs.clear()  # the listing below is the one that shows what is there now
+    driver.jobs.append(_job(spec, 1, "RUNNING"))
+    driver.calls.clear()
+    [status] = await manager.submit([spec])  # the retry
+    assert driver.calls == ["queue"], driver.calls  # listed again, and adopted
+    assert status.state == "Running"
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("old_process")
+async def test_an_old_listing_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manager, driver = _manager(tmp_path, "sub-old")
+    await manager.replicas()
+    monkeypatch.setattr(adapter, "_SUBMIT_REUSE", 0.0)
+    driver.calls.clear()
+    await manager.submit([make_spec("true")])
+    assert driver.calls == ["queue", "exec 1"], driver.calls
+
+
+@pytest.mark.asyncio
+async def test_a_young_process_lists_afresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                            ) -> None:
+    # an exec sent by the process before this one (killed while SkyPilot's API server ran it)
+    # may land after any listing this process made so far
+    monkeypatch.setattr(adapter, "_BORN", time.monotonic())
+    manager, driver = _manager(tmp_path, "sub-young")
+    await manager.replicas()
+    driver.calls.clear()
+    await manager.submit([make_spec("true")])
+    assert driver.calls == ["queue", "exec 1"], driver.calls
+
+
+@pytest.mark.asyncio
+async def test_a_replica_attempt_sent_twice_keeps_its_first_job(tmp_path: Path) -> None:
+    manager, driver = _manager(tmp_path, "sub-twice")
+    spec, other = make_spec("true"), make_spec("true")
+    driver.jobs = [_job(spec, 3, "RUNNING"), _job(other, 4, "RUNNING"),
+                   _job(spec, 5, "PENDING")]
+    listed = {r.name: r.state for r in await manager.replicas()}
+    assert listed == {spec.name: "Running", other.name: "Running"}
+    assert "cancel 5" in driver.calls, driver.calls
+    assert [j.status for j in driver.jobs] == ["RUNNING", "RUNNING", "CANCELLED"]
+    driver.calls.clear()
+    assert {r.name for r in await manager.replicas()} == {spec.name, other.name}
+    assert driver.calls.count("cancel 5") == 0  # cancelled once: no longer listed
+
+
+@pytest.mark.asyncio
+async def test_a_higher_attempt_still_replaces_a_lower_one(tmp_path: Path) -> None:
+    manager, driver = _manager(tmp_path, "sub-higher")
+    job = ("hi", "0123456789abcdef")
+    first, second = make_spec("true", job=job), make_spec("true", job=job, attempt=1)
+    driver.jobs = [_job(first, 1, "RUNNING"), _job(second, 2, "PENDING")]
+    [status] = await manager.replicas()
+    assert (status.attempt, status.state) == (1, PENDING)
+    assert not any(c.startswith("cancel") for c in driver.calls), driver.calls
