@@ -49,6 +49,16 @@ def median(samples: list[float]) -> float:
     return round(statistics.median(samples), 3) if samples else 0.0
 
 
+def seen(steps: dict[str, float], what: str, t0: float) -> None:
+    """Record the first time ``what`` was seen, in seconds from ``t0``."""
+    if what and what not in steps:
+        steps[what] = round(time.monotonic() - t0, 2)
+
+
+def steps_text(steps: dict[str, float]) -> str:
+    return ", ".join(f"{k} at {v:.1f} s" for k, v in steps.items())
+
+
 def straight(bed: SkySlurm, client: SkyPilotClient, jobs: int) -> dict[str, Any]:
     """SkyPilot's SDK alone: launch, exec one at a time, down."""
     name = f"bench-sky-{uuid.uuid4().hex[:6]}"
@@ -102,14 +112,19 @@ async def through_skyshift(api: AsyncSkyShiftClient, bed: SkySlurm,
         "infra": bed.infra, "cpus": SHAPE.cpus, "memory": f"{SHAPE.memory_gb:g}G",
         "nodes": {"min": 1, "max": 1}}}})
     status: dict[str, Any] = {}
+    steps: dict[str, float] = {}  # when each phase (and the launch's end) was first seen
     while status.get("phase") != "Ready":
         status = (await api.get("clusters", name)).get("status") or {}
+        seen(steps, str(status.get("phase")), t0)
+        if (status.get("provision") or {}).get("skyClusters"):
+            seen(steps, "launched", t0)
         if status.get("phase") in ("Failed", "Error") or time.monotonic() - t0 > 900:
             raise SystemExit(f"cluster {name} did not become Ready: {status}")
         await asyncio.sleep(0.2)
     ready = time.monotonic() - t0
-    log(f"SkyShift: Cluster Ready {ready:.1f} s")
+    log(f"SkyShift: Cluster Ready {ready:.1f} s ({steps_text(steps)})")
     latency: list[float] = []
+    job_steps: list[dict[str, float]] = []
     try:
         for i in range(jobs):
             job = f"pv-{run}-{i}"
@@ -118,13 +133,15 @@ async def through_skyshift(api: AsyncSkyShiftClient, bed: SkySlurm,
                 "run": "true", "resources": {"cpus": 1}, "restartPolicy": "Never",
                 "placement": {"filters": [{"matchLabels": {"bench": name}}]}}})
             phase = ""
+            job_steps.append({})
             while phase not in ("Succeeded", "Failed"):
                 phase = ((await api.get("jobs", job)).get("status") or {}).get("phase") or ""
+                seen(job_steps[-1], phase, t0)
                 if time.monotonic() - t0 > 600:
                     raise SystemExit(f"job {job} not finished after 600 s ({phase})")
                 await asyncio.sleep(0.1)
             latency.append(time.monotonic() - t0)
-            log(f"SkyShift: job {i}: {latency[-1]:.1f} s ({phase})")
+            log(f"SkyShift: job {i}: {latency[-1]:.1f} s ({phase}; {steps_text(job_steps[-1])})")
             await api.delete("jobs", job)
     finally:
         t0 = time.monotonic()
@@ -139,7 +156,8 @@ async def through_skyshift(api: AsyncSkyShiftClient, bed: SkySlurm,
             await asyncio.sleep(0.5)
         down = time.monotonic() - t0
     log(f"SkyShift: Cluster gone {down:.1f} s")
-    return {"ready_s": round(ready, 3), "job_s": [round(x, 3) for x in latency],
+    return {"ready_s": round(ready, 3), "ready_steps_s": steps, "job_steps_s": job_steps,
+            "job_s": [round(x, 3) for x in latency],
             "job_p50_s": median(latency), "delete_s": round(down, 3)}
 
 

@@ -37,7 +37,7 @@ from skyshift.activities.trust import (
     check_uid,
     untrusted,
 )
-from skyshift.compat.base import ClusterManager
+from skyshift.compat.base import RESUBMIT, ClusterManager
 from skyshift.compat.errors import CompatError, NotFound, Permanent, Transient
 from skyshift.compat.types import ReplicaSpec, ReplicaStatus
 from skyshift.contract import activity_names as act
@@ -263,9 +263,13 @@ class SkyletActivities:
         with untrusted(act.SUBMIT_REPLICAS):
             for replica in replicas:
                 check_replica(replica)
-        with compat_errors():
-            manager = await self.ctx.connect()
-            statuses = await heartbeating(manager.submit(replicas))
+        retry = RESUBMIT.set(activity.info().attempt > 1)
+        try:
+            with compat_errors():
+                manager = await self.ctx.connect()
+                statuses = await heartbeating(manager.submit(replicas))
+        finally:
+            RESUBMIT.reset(retry)
         self.ctx.record(statuses)
         await self.write_counts(inp.job.namespace, inp.job.name, inp.job.uid)
         return SubmitResult([update_of(r) for r in statuses])

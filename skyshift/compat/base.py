@@ -14,11 +14,17 @@ puts a factory in front of that (tests, or a plugin replacing a built-in adapter
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, Protocol, runtime_checkable
 
 from skyshift.compat.errors import Permanent
 from skyshift.compat.kind import kinds, load, manager_kind
 from skyshift.compat.types import ClusterState, ExecResult, ReplicaSpec, ReplicaStatus
+
+#: True while a ``submit`` may repeat one that already sent something (the skylet sets it for a
+#: retried activity attempt, whose earlier attempt may have died with a request in flight): a
+#: manager that would otherwise look its names up in a listing it made a moment ago lists again.
+RESUBMIT: ContextVar[bool] = ContextVar("skyshift_resubmit", default=False)
 
 
 @runtime_checkable

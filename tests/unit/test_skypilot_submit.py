@@ -5,12 +5,12 @@ landed since, and a replica attempt sent twice keeps only its first job."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from skyshift.compat.base import RESUBMIT
 from skyshift.compat.skypilot import adapter
 from skyshift.compat.skypilot.adapter import SkyPilotManager
 from skyshift.compat.skypilot.client import SkyJob
@@ -49,13 +49,6 @@ class FakeDriver:
                      for j in self.jobs]
 
 
-@pytest.fixture
-def old_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This process began longer than a call's timeout ago: no exec of an earlier one is
-    still on its way."""
-    monkeypatch.setattr(adapter, "_BORN", time.monotonic() - 1000)
-
-
 def _manager(tmp_path: Path, name: str) -> tuple[SkyPilotManager, FakeDriver]:
     manager = SkyPilotManager(name, {"sky_clusters": [SKY], "state_dir": str(tmp_path)})
     driver = FakeDriver()
@@ -68,7 +61,6 @@ def _job(spec: ReplicaSpec, job_id: int, status: str) -> SkyJob:
 
 
 @pytest.mark.asyncio
-@pytest.mark.usefixtures("old_process")
 async def test_a_submit_after_a_sync_round_uses_its_listing(tmp_path: Path) -> None:
     manager, driver = _manager(tmp_path, "sub-reuse")
     await manager.replicas()  # the sync round
@@ -80,7 +72,6 @@ async def test_a_submit_after_a_sync_round_uses_its_listing(tmp_path: Path) -> N
 
 
 @pytest.mark.asyncio
-@pytest.mark.usefixtures("old_process")
 async def test_a_submit_adopts_the_job_the_listing_shows(tmp_path: Path) -> None:
     manager, driver = _manager(tmp_path, "sub-adopt")
     spec = make_spec("true")
@@ -93,7 +84,6 @@ async def test_a_submit_adopts_the_job_the_listing_shows(tmp_path: Path) -> None
 
 
 @pytest.mark.asyncio
-@pytest.mark.usefixtures("old_process")
 async def test_a_name_sent_before_by_this_process_is_listed_afresh(tmp_path: Path) -> None:
     manager, driver = _manager(tmp_path, "sub-again")
     await manager.replicas()
@@ -109,7 +99,6 @@ async def test_a_name_sent_before_by_this_process_is_listed_afresh(tmp_path: Pat
 
 
 @pytest.mark.asyncio
-@pytest.mark.usefixtures("old_process")
 async def test_an_old_listing_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     manager, driver = _manager(tmp_path, "sub-old")
     await manager.replicas()
@@ -120,15 +109,17 @@ async def test_an_old_listing_is_not_used(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 @pytest.mark.asyncio
-async def test_a_young_process_lists_afresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                            ) -> None:
-    # an exec sent by the process before this one (killed while SkyPilot's API server ran it)
-    # may land after any listing this process made so far
-    monkeypatch.setattr(adapter, "_BORN", time.monotonic())
-    manager, driver = _manager(tmp_path, "sub-young")
+async def test_a_retried_submit_lists_afresh(tmp_path: Path) -> None:
+    # its earlier attempt may have died (in another process) with an exec in SkyPilot's API
+    # server, landing after any listing made so far
+    manager, driver = _manager(tmp_path, "sub-retry")
     await manager.replicas()
     driver.calls.clear()
-    await manager.submit([make_spec("true")])
+    retry = RESUBMIT.set(True)
+    try:
+        await manager.submit([make_spec("true")])
+    finally:
+        RESUBMIT.reset(retry)
     assert driver.calls == ["queue", "exec 1"], driver.calls
 
 

@@ -14,23 +14,23 @@ provisioned (the provisioning side adds SkyPilot clusters to it to scale up). Co
                    [$SKYSHIFT_HOME/skypilot]
     labels         labels the cluster reports for placement filters
 
-Mapping (``map``): one SkyPilot job per replica attempt, submitted with ``sky exec``
-(async: it returns once the job is queued) under a deterministic job name carrying the replica's
-identity, so a submit looks the name up in the queues first (the last sync round's listing when
-nothing of that name can have landed since, see ``_submit_listing``) and adopts what is there
-(same or higher attempt); an attempt found twice keeps its first job, the rest are cancelled. ``replicas()`` is one ``sky queue`` per SkyPilot
-cluster, all in one runner request; ``state()`` right after it (a sync round) reuses that listing.
-``state()``: each cluster's nodes from ``sky status`` (cached
-``status_ttl``), allocatable = their capacity minus what SkyShift's pending and running jobs
-reserve. SkyPilot schedules a cluster's jobs by CPUs, and on Slurm runs each as an exclusive
-``srun`` step of whole CPUs: a job asks for, and is counted with, its replica's CPUs rounded up.
-``submit`` picks the first cluster with room, else one where it fits a node (the job waits in
-SkyPilot's queue). ``delete`` cancels; SkyPilot keeps finished jobs in its table forever, so a
-deleted finished replica is remembered in ``state_dir`` and not listed again. ``logs`` is
-``sky logs`` of the latest attempt, found in the last listing (a sync round's, 15 s old at
-most) or a fresh one; a replica whose job has not started yet is ``NotFound`` saying so
-(SkyPilot's own call would wait seconds for a log, then print an error as the log). No exec
-into a job (``sky exec`` starts a new job), no services: both ``Unsupported``.
+Mapping (``map``): one SkyPilot job per replica attempt, submitted with ``sky exec`` (async: it
+returns once the job is queued) under a deterministic job name carrying the replica's identity,
+so a submit looks the name up in the queues first (the last sync round's listing when nothing of
+that name can have landed since, see ``_submit_listing``) and adopts what is there (same or
+higher attempt); an attempt found twice keeps its first job, the rest are cancelled.
+``replicas()`` is one ``sky queue`` per SkyPilot cluster, all in one runner request; ``state()``
+right after it (a sync round) reuses that listing. ``state()``: each cluster's nodes from ``sky
+status`` (cached ``status_ttl``), allocatable = their capacity minus what SkyShift's pending and
+running jobs reserve. SkyPilot schedules a cluster's jobs by CPUs, and on Slurm runs each as an
+exclusive ``srun`` step of whole CPUs: a job asks for, and is counted with, its replica's CPUs
+rounded up. ``submit`` picks the first cluster with room, else one where it fits a node (the job
+waits in SkyPilot's queue). ``delete`` cancels; SkyPilot keeps finished jobs in its table
+forever, so a deleted finished replica is remembered in ``state_dir`` and not listed again.
+``logs`` is ``sky logs`` of the latest attempt, found in the last listing (a sync round's, 15 s
+old at most) or a fresh one; a replica whose job has not started yet is ``NotFound`` saying so
+(SkyPilot's own call would wait seconds for a log, then print an error as the log). No exec into
+a job (``sky exec`` starts a new job), no services: both ``Unsupported``.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from skyshift.compat.base import RESUBMIT
 from skyshift.compat.errors import CompatError, NotFound, Permanent, Transient, Unsupported
 from skyshift.compat.name_locks import NameLocks
 from skyshift.compat.skypilot.client import SkyJob, SkyPilotClient
@@ -77,7 +78,6 @@ _LOCKS: dict[str, NameLocks] = {}  # per SkyShift cluster, shared by its manager
 # per SkyShift cluster: replica name -> when this process last sent its `sky exec`
 _SENT: dict[str, dict[str, float]] = {}
 _SENT_KEEP = 3600.0  # seconds a sent exec is remembered (it has long landed by then)
-_BORN = time.monotonic()  # this process's start: execs of an earlier process may still land
 _EXIT_CODES: dict[tuple[str, int], int] = {}  # (sky cluster, job id) -> a FAILED job's code
 Found = tuple[str, SkyJob, JobMeta]  # (sky cluster, job, identity)
 _FINISHED = ("SUCCEEDED", "FAILED", "FAILED_SETUP", "FAILED_DRIVER")
@@ -297,17 +297,17 @@ class SkyPilotManager:
         else a `sky queue` of its own (seconds, the most of a submit's wait).
 
         A job of these names lands after a listing only from an exec sent earlier: by this
-        process (``_SENT``: then a fresh listing), or by one before it, killed with its exec in
-        flight in SkyPilot's API server (then not after ``call_timeout`` since this process
-        began). A fresh listing narrows that window without closing it (the exec may land just
-        after it too); a replica attempt sent twice all the same is cancelled by the next
-        ``replicas()`` but for its first job."""
+        process (``_SENT``: then a fresh listing), or by an earlier attempt of the submit that
+        died with its exec in flight in SkyPilot's API server (then the skylet sets
+        ``RESUBMIT``: a fresh listing too). A fresh listing narrows that window without closing
+        it (the exec may land just after it too); a replica attempt sent twice all the same is
+        cancelled by the next ``replicas()`` but for its first job."""
         now = time.monotonic()
         for name, at in list(self._sent.items()):
             if now - at > _SENT_KEEP:
                 del self._sent[name]
         started = self._listed_from
-        if (now - started < _SUBMIT_REUSE and started - _BORN > self.config.call_timeout
+        if (now - started < _SUBMIT_REUSE and not RESUBMIT.get()
                 and not any(n in self._sent for n in names)):
             return list(self._listed[1])
         return await self._list()
