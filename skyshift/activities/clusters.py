@@ -124,6 +124,10 @@ class ClusterContext:
         # a retry of one takes its outcome instead of running the command again
         self.execs: dict[str, asyncio.Future[ReplicaOpResult]] = {}
         self.down = Downtime()  # failing calls (set by the sync loop and teardown attempts)
+        # the last submit (time.monotonic()) and its wake-up call to the sync loop, which then
+        # runs its rounds at the manager's ``quick_poll`` for a while (see activities.sync)
+        self.submitted = 0.0
+        self.kick = asyncio.Event()
         self._connected = False
 
     async def connect(self) -> ClusterManager:
@@ -271,6 +275,8 @@ class SkyletActivities:
         finally:
             RESUBMIT.reset(retry)
         self.ctx.record(statuses)
+        self.ctx.submitted = time.monotonic()
+        self.ctx.kick.set()
         await self.write_counts(inp.job.namespace, inp.job.name, inp.job.uid)
         return SubmitResult([update_of(r) for r in statuses])
 

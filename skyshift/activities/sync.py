@@ -8,6 +8,10 @@ cluster, not per job) and turns differences into the few writes and signals that
 * A replica whose state differs from what its job workflow was told is reported to that job, one
   signal per job per interval, and the job's per-cluster counts are written (Running from here,
   so reaching Running costs the job no workflow round trip).
+* Quick rounds: a manager whose listing is cheap next to how long its replicas take to start
+  (``quick_poll = (seconds, window)``: Ray, SkyPilot) is listed again right after a submit and
+  then every ``seconds`` for ``window`` seconds, so a start (and a short job's end) is seen
+  within that, not within the interval; other managers keep their interval.
 * Held starts (``activities.held_starts``): a replica's Pending -> Running is counted in etcd
   at once and told to its job a round later at the earliest, with the job's other changes, so a
   short job is told only that it ended and a job whose pods start over several rounds is told
@@ -225,14 +229,35 @@ class Syncer:
 
     async def _pause(self) -> None:
         """Wait for the next round, heartbeating: a poll_interval longer than the heartbeat
-        timeout (5 s) must not look like a dead worker to Temporal."""
-        await heartbeating(asyncio.sleep(self._interval()), every=1.0)
+        timeout (5 s) must not look like a dead worker to Temporal. With ``quick_poll``, a
+        submit ends the wait at once, and rounds come quicker for a while after it."""
+        quick = self._quick()
+        if quick is None:
+            await heartbeating(asyncio.sleep(self._interval()), every=1.0)
+            return
+        kick = self.ctx.kick
+        if not kick.is_set():
+            with contextlib.suppress(TimeoutError):
+                await heartbeating(asyncio.wait_for(kick.wait(), quick), every=1.0)
+        kick.clear()
 
     def _interval(self) -> float:
         """Seconds between rounds: the manager's own (``poll_interval`` in a Slurm cluster's
         config) or the skylet's."""
         own = getattr(self.ctx.manager, "poll_interval", None)
         return float(own) if own else self.cfg.interval
+
+    def _quick(self) -> float | None:
+        """The wait before the next round when the manager has ``quick_poll`` (None without):
+        its quick seconds within its window after the last submit, else the interval."""
+        quick = getattr(self.ctx.manager, "quick_poll", None)
+        if quick is None:
+            return None
+        seconds, window = quick
+        interval = self._interval()
+        if time.monotonic() - self.ctx.submitted < window:
+            return min(float(seconds), interval)
+        return interval
 
     def _call_timeout(self) -> float:
         """The configured bound, or more for a manager whose one listing is slow by nature."""

@@ -135,6 +135,9 @@ class RayManager:
     """ClusterManager over the Ray Jobs API (see the module docstring)."""
 
     manager = "ray"
+    #: the skylet lists again right after a submit, then every 0.2 s for 15 s (activities.sync):
+    #: a listing is one HTTP request, a Ray job takes seconds to start (its supervisor actor)
+    quick_poll = (0.2, 15.0)
 
     def __init__(self, name: str, config: dict[str, Any]) -> None:
         self.name = name
