@@ -9,9 +9,10 @@ cluster, not per job) and turns differences into the few writes and signals that
   signal per job per interval, and the job's per-cluster counts are written (Running from here,
   so reaching Running costs the job no workflow round trip).
 * Quick rounds: a manager whose listing is cheap next to how long its replicas take to start
-  (``quick_poll = (seconds, window)``: Ray, SkyPilot) is listed again right after a submit and
-  then every ``seconds`` for ``window`` seconds, so a start (and a short job's end) is seen
-  within that, not within the interval; other managers keep their interval.
+  (``quick_poll = (seconds, window)``: Ray 0.2 s for 15 s, SkyPilot back to back for 60 s) is
+  listed again right after a submit and then every ``seconds`` for ``window`` seconds, so a
+  start (and a short job's end) is seen within that, not within the interval; other managers
+  keep their interval.
 * Held starts (``activities.held_starts``): a replica's Pending -> Running is counted in etcd
   at once and told to its job a round later at the earliest, with the job's other changes, so a
   short job is told only that it ended and a job whose pods start over several rounds is told
