@@ -9,7 +9,7 @@ cluster, not per job) and turns differences into the few writes and signals that
   signal per job per interval, and the job's per-cluster counts are written (Running from here,
   so reaching Running costs the job no workflow round trip).
 * Quick rounds: a manager whose listing is cheap next to how long its replicas take to start
-  (``quick_poll = (seconds, window)``: Ray 0.2 s for 15 s, SkyPilot back to back for 60 s) is
+  (``quick_poll = (seconds, window)``: Ray: every 0.2 s for 15 s) is
   listed again right after a submit and then every ``seconds`` for ``window`` seconds, so a
   start (and a short job's end) is seen within that, not within the interval; other managers
   keep their interval.

@@ -134,10 +134,6 @@ class SkyPilotManager:
     """ClusterManager over the job queues of provisioned SkyPilot clusters (module docstring)."""
 
     manager = "skypilot"
-    #: the skylet lists again right after a submit, then round after round for 60 s
-    #: (activities.sync): one `sky queue` takes seconds already, a pause of its own after it
-    #: only made a job's start and end later to see
-    quick_poll = (0.0, 60.0)
 
     def __init__(self, name: str, config: dict[str, Any]) -> None:
         self.name = name
