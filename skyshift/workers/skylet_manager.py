@@ -196,9 +196,11 @@ class SkyletManager:
         current = self.skylets.get(name)
         if current is not None and current.key == key:
             return
+        # built before the old one stops: what the old manager holds (a SkyPilot runner) is
+        # then taken over, not ended and started again
+        ctx = ClusterContext(name, build_manager(obj))
         if current is not None:
             await self._stop(name)
-        ctx = ClusterContext(name, build_manager(obj))
         acts = SkyletWithSync(ctx, self.store, self.client, sync=self.sync)
         svc = ServiceActivities(ctx)
         worker = Worker(

@@ -77,6 +77,17 @@ def test_one_runner_serves_the_calls_of_all_clients(client: SkyPilotClient, tmp_
     assert _gone(first)  # the last client closed: the runner ended
 
 
+def test_a_client_that_holds_keeps_the_runner_through_a_swap(client: SkyPilotClient) -> None:
+    """A rebuilt manager's client holds before the old one closes: the runner lives on."""
+    first = _pid(client)
+    successor = SkyPilotClient(venv=str(client.venv), user="")
+    successor.hold()  # built, no call yet
+    client.close()  # the manager it replaces lets go
+    assert _pid(successor) == first  # same process: SkyPilot not imported again
+    successor.close()
+    assert _gone(first)  # the last holder closed: the runner ended
+
+
 def test_calls_run_side_by_side_with_their_own_progress(client: SkyPilotClient) -> None:
     seen: dict[str, list[str]] = {"slow": [], "quick": []}
 

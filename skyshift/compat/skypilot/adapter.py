@@ -142,6 +142,9 @@ class SkyPilotManager:
         # and user (SkyPilot imported once, requests served side by side)
         self.client = SkyPilotClient(self.config.venv, self.config.user,
                                      self.config.call_timeout)
+        # held from now: when this manager replaces another of the cluster (a scale-up adds a
+        # SkyPilot cluster, the skylet rebuilds), the old one's close keeps the runner running
+        self.client.hold()
         self._names = _LOCKS.setdefault(name, NameLocks())
         self._shapes: dict[str, list[NodeState]] = {}
         self._shapes_at = 0.0

@@ -19,9 +19,9 @@ Configuration (keyword arguments, else environment, else defaults):
 ``venv`` / ``SKYSHIFT_SKYPILOT_VENV`` [/opt/skyshift/skypilot/venv], ``user`` /
 ``SKYSHIFT_SKY_USER`` [skyshift-sky; "" = the current user].
 
-A client holds the shared runner from its first call until :meth:`SkyPilotClient.close`; the
-runner ends when the last client holding it closes, or when this process ends (its stdin
-closes).
+A client holds the shared runner from its first call (or :meth:`SkyPilotClient.hold`) until
+:meth:`SkyPilotClient.close`; the runner ends when the last client holding it closes, or when
+this process ends (its stdin closes).
 """
 
 from __future__ import annotations
@@ -89,6 +89,20 @@ class SkyPilotClient:
             key, self._held = self._held, None
         if key is not None:
             process.release(key)
+
+    def hold(self) -> None:
+        """Hold the shared runner from now (the first call still starts it) until
+        :meth:`close`, best effort: a client built to replace another (a rebuilt manager) keeps
+        that one's runner alive when the other closes, instead of the next call importing
+        SkyPilot again (3 s and 157 MB here)."""
+        try:
+            key = self._key(self._account())
+        except Permanent:
+            return  # the first call says why
+        with self._held_lock:
+            if self._held is None:
+                process.hold(key)
+                self._held = key
 
     def end_runner(self) -> None:
         """End the runner this client's calls go to, now (whoever holds it); the next call
