@@ -267,7 +267,7 @@ class SkyletActivities:
         with untrusted(act.SUBMIT_REPLICAS):
             for replica in replicas:
                 check_replica(replica)
-        retry = RESUBMIT.set(activity.info().attempt > 1)
+        retry = RESUBMIT.set(activity.in_activity() and activity.info().attempt > 1)
         try:
             with compat_errors():
                 manager = await self.ctx.connect()
