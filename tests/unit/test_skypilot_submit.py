@@ -6,63 +6,19 @@ landed since, and a replica attempt sent twice keeps only its first job."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from skyshift.compat.base import RESUBMIT
 from skyshift.compat.skypilot import adapter
-from skyshift.compat.skypilot.adapter import SkyPilotManager
-from skyshift.compat.skypilot.client import SkyJob
-from skyshift.compat.skypilot.map import JobMeta
-from skyshift.compat.types import PENDING, ReplicaSpec
+from skyshift.compat.types import PENDING
 from tests.fixtures.compat import make_spec
-
-SKY = "sky1-abc-0"
-
-
-class FakeDriver:
-    """A SkyPilot cluster's queue (``jobs``) and every call the manager makes, in order."""
-
-    def __init__(self) -> None:
-        self.jobs: list[SkyJob] = []
-        self.calls: list[str] = []
-
-    def queue(self, clusters: list[str], timeout: float | None = None) -> dict[str, Any]:
-        self.calls.append("queue")
-        return {SKY: list(self.jobs)}
-
-    def clusters(self, names: list[str], refresh: bool = False) -> list[dict[str, Any]]:
-        self.calls.append("status")
-        return [{"name": SKY, "status": "UP", "nodes": 1, "cpus": "4", "memory": "4"}]
-
-    def exec_async(self, cluster: str, name: str, run: str, envs: dict[str, str],
-                   cpus: float = 0.0, timeout: float | None = None) -> int:
-        job_id = max((j.job_id for j in self.jobs), default=0) + 1
-        self.jobs.append(SkyJob(job_id, name, "PENDING"))
-        self.calls.append(f"exec {job_id}")
-        return job_id
-
-    def cancel(self, cluster: str, job_ids: list[int], timeout: float | None = None) -> None:
-        self.calls.append(f"cancel {','.join(map(str, job_ids))}")
-        self.jobs = [SkyJob(j.job_id, j.name, "CANCELLED") if j.job_id in job_ids else j
-                     for j in self.jobs]
-
-
-def _manager(tmp_path: Path, name: str) -> tuple[SkyPilotManager, FakeDriver]:
-    manager = SkyPilotManager(name, {"sky_clusters": [SKY], "state_dir": str(tmp_path)})
-    driver = FakeDriver()
-    manager.client = driver  # type: ignore[assignment]
-    return manager, driver
-
-
-def _job(spec: ReplicaSpec, job_id: int, status: str) -> SkyJob:
-    return SkyJob(job_id, JobMeta.of(spec).job_name(), status)
+from tests.fixtures.skypilot_driver import fake_manager, job_of
 
 
 @pytest.mark.asyncio
 async def test_a_submit_after_a_sync_round_uses_its_listing(tmp_path: Path) -> None:
-    manager, driver = _manager(tmp_path, "sub-reuse")
+    manager, driver = fake_manager(tmp_path, "sub-reuse")
     await manager.replicas()  # the sync round
     driver.calls.clear()
     spec = make_spec("true")
@@ -73,9 +29,9 @@ async def test_a_submit_after_a_sync_round_uses_its_listing(tmp_path: Path) -> N
 
 @pytest.mark.asyncio
 async def test_a_submit_adopts_the_job_the_listing_shows(tmp_path: Path) -> None:
-    manager, driver = _manager(tmp_path, "sub-adopt")
+    manager, driver = fake_manager(tmp_path, "sub-adopt")
     spec = make_spec("true")
-    driver.jobs = [_job(spec, 7, "RUNNING")]
+    driver.jobs = [job_of(spec, 7, "RUNNING")]
     await manager.replicas()
     driver.calls.clear()
     [status] = await manager.submit([spec])
@@ -85,13 +41,13 @@ async def test_a_submit_adopts_the_job_the_listing_shows(tmp_path: Path) -> None
 
 @pytest.mark.asyncio
 async def test_a_name_sent_before_by_this_process_is_listed_afresh(tmp_path: Path) -> None:
-    manager, driver = _manager(tmp_path, "sub-again")
+    manager, driver = fake_manager(tmp_path, "sub-again")
     await manager.replicas()
     spec = make_spec("true")
     await manager.submit([spec])  # e.g. the activity timed out after its exec was sent
     await manager.replicas()
     driver.jobs.clear()  # the listing below is the one that shows what is there now
-    driver.jobs.append(_job(spec, 1, "RUNNING"))
+    driver.jobs.append(job_of(spec, 1, "RUNNING"))
     driver.calls.clear()
     [status] = await manager.submit([spec])  # the retry
     assert driver.calls == ["queue"], driver.calls  # listed again, and adopted
@@ -100,7 +56,7 @@ async def test_a_name_sent_before_by_this_process_is_listed_afresh(tmp_path: Pat
 
 @pytest.mark.asyncio
 async def test_an_old_listing_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    manager, driver = _manager(tmp_path, "sub-old")
+    manager, driver = fake_manager(tmp_path, "sub-old")
     await manager.replicas()
     monkeypatch.setattr(adapter, "_SUBMIT_REUSE", 0.0)
     driver.calls.clear()
@@ -112,7 +68,7 @@ async def test_an_old_listing_is_not_used(tmp_path: Path, monkeypatch: pytest.Mo
 async def test_a_retried_submit_lists_afresh(tmp_path: Path) -> None:
     # its earlier attempt may have died (in another process) with an exec in SkyPilot's API
     # server, landing after any listing made so far
-    manager, driver = _manager(tmp_path, "sub-retry")
+    manager, driver = fake_manager(tmp_path, "sub-retry")
     await manager.replicas()
     driver.calls.clear()
     retry = RESUBMIT.set(True)
@@ -124,11 +80,11 @@ async def test_a_retried_submit_lists_afresh(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_replica_attempt_sent_twice_keeps_its_first_job(tmp_path: Path) -> None:
-    manager, driver = _manager(tmp_path, "sub-twice")
+async def test_a_replica_attempt_sent_twice_keeps_its_firstjob_of(tmp_path: Path) -> None:
+    manager, driver = fake_manager(tmp_path, "sub-twice")
     spec, other = make_spec("true"), make_spec("true")
-    driver.jobs = [_job(spec, 3, "RUNNING"), _job(other, 4, "RUNNING"),
-                   _job(spec, 5, "PENDING")]
+    driver.jobs = [job_of(spec, 3, "RUNNING"), job_of(other, 4, "RUNNING"),
+                   job_of(spec, 5, "PENDING")]
     listed = {r.name: r.state for r in await manager.replicas()}
     assert listed == {spec.name: "Running", other.name: "Running"}
     assert "cancel 5" in driver.calls, driver.calls
@@ -140,10 +96,10 @@ async def test_a_replica_attempt_sent_twice_keeps_its_first_job(tmp_path: Path) 
 
 @pytest.mark.asyncio
 async def test_a_higher_attempt_still_replaces_a_lower_one(tmp_path: Path) -> None:
-    manager, driver = _manager(tmp_path, "sub-higher")
+    manager, driver = fake_manager(tmp_path, "sub-higher")
     job = ("hi", "0123456789abcdef")
     first, second = make_spec("true", job=job), make_spec("true", job=job, attempt=1)
-    driver.jobs = [_job(first, 1, "RUNNING"), _job(second, 2, "PENDING")]
+    driver.jobs = [job_of(first, 1, "RUNNING"), job_of(second, 2, "PENDING")]
     [status] = await manager.replicas()
     assert (status.attempt, status.state) == (1, PENDING)
     assert not any(c.startswith("cancel") for c in driver.calls), driver.calls
