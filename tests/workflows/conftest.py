@@ -1,22 +1,17 @@
-"""Workflow tests share one time-skipping server: every workflow a test starts is terminated
-when the test ends, so a leftover timer can never hold up time skipping in the next test."""
+"""Each workflow test has a time-skipping server of its own (tests/fixtures/temporal.py,
+``workflow_env``), stopped when the test ends with whatever workflows the test left running:
+no timer, task or lock on time skipping of one test reaches the next."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 
-import pytest_asyncio
-from temporalio.client import WorkflowHandle
+import pytest
 
 from tests.workflows import fakes
 
 
-@pytest_asyncio.fixture(autouse=True)
-async def terminate_leftovers() -> AsyncIterator[None]:
+@pytest.fixture(autouse=True)
+def forget_started() -> Iterator[None]:
     yield
-    handles: list[WorkflowHandle[object, object]] = list(fakes.STARTED)
     fakes.STARTED.clear()
-    for h in handles:
-        with contextlib.suppress(Exception):
-            await h.terminate("test over")
