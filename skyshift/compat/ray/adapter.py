@@ -13,10 +13,14 @@ A Ray cluster is attached by the address of its dashboard (which serves the Jobs
 How replicas map onto Ray: one Ray job per replica attempt, submitted with a deterministic
 ``submission_id``: the replica name (``<job>-<uid8>-<rank>``) for the first attempt,
 ``<name>.<attempt>`` for restarts (``map.submission_id``: Ray cannot safely take an id
-again). A submit first lists the cluster's SkyShift jobs once per batch: a replica already
+again). A submit looks the cluster's SkyShift jobs up once per batch: a replica already
 there with the same or a higher attempt is adopted, never submitted twice; a lower attempt is
 stopped and removed first; two submits racing on one id meet Ray's "already exists" and the
-loser adopts. The entrypoint is ``run`` (Ray runs it with ``/bin/sh``); ``envs`` plus
+loser adopts. A batch of first attempts that is not a retried activity (``compat.base.RESUBMIT``)
+takes the last ``list_jobs`` of a sync round when it was asked for under 15 s before
+(``_SUBMIT_REUSE``) instead of listing again: a first attempt's id is its name, so one that landed
+since meets "already exists" and is adopted all the same; restarts always list afresh.
+The entrypoint is ``run`` (Ray runs it with ``/bin/sh``); ``envs`` plus
 ``SKYSHIFT_JOB``/``_NAMESPACE``/``_RANK``/``_REPLICA`` go in ``runtime_env.env_vars``;
 ``resources`` become ``entrypoint_num_cpus``, ``entrypoint_memory``, ``entrypoint_num_gpus``
 and ``entrypoint_resources`` (``map.entrypoint_resources``), which Ray reserves for the
@@ -54,6 +58,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from skyshift.compat.base import RESUBMIT
 from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
 from skyshift.compat.fit import check_fits
 from skyshift.compat.name_locks import NameLocks
@@ -85,6 +90,7 @@ from skyshift.compat.types import (
 from skyshift.models.quantity import Resources
 
 T = TypeVar("T")
+_SUBMIT_REUSE = 15.0  # seconds a submit of first attempts takes the last listing as its own
 _GHOST_WINDOW = 300.0  # seconds after a delete during which its ghost record is looked for
 INSTALL_HINT = "install Ray with `pip install 'skyshift[ray]'` (ray[default])"
 
@@ -147,6 +153,9 @@ class RayManager:
         self._nodes_seen: list[NodeState] | None = None
         self._custom: set[str] = set()
         self._deleted: dict[str, float] = {}  # submission id -> when this adapter deleted it
+        self._listed: tuple[float, list[dict[str, Any]]] = (0.0, [])  # last list_jobs, asked at
+        self._deleting_until = 0.0  # when this adapter's last delete ended: listings before, stale
+        self._deleting = 0  # deletes under way (their jobs are still listed)
         self._background: set[asyncio.Task[None]] = set()
 
     # ---- ClusterManager -------------------------------------------------------------------
@@ -227,7 +236,7 @@ class RayManager:
             self._check_fits(spec)
         async with self._names.hold(list(first)):
             # one listing for the batch: what each name has already (any attempt)
-            existing = current(await self._list_jobs())
+            existing = current(await self._submit_listing(list(first.values())))
             results = await asyncio.gather(
                 *(self._submit_one(s, existing.get(s.name)) for s in first.values()),
                 return_exceptions=True)
@@ -280,8 +289,26 @@ class RayManager:
             raise classify(what, exc, self.name) from exc
 
     async def _list_jobs(self) -> list[dict[str, Any]]:
-        jobs = await self._call("list_jobs", lambda: self._client.list_jobs())
-        return [_dump(j) for j in jobs]
+        asked = time.monotonic()
+        jobs = [_dump(j) for j in await self._call("list_jobs", lambda: self._client.list_jobs())]
+        self._listed = (asked, jobs)
+        return jobs
+
+    async def _submit_listing(self, specs: list[ReplicaSpec]) -> list[dict[str, Any]]:
+        """The jobs a submit of ``specs`` checks against: the last listing (a sync round's) when
+        it is recent and every spec is a first attempt of a submit not retried, else a new one.
+        A first attempt's submission id is its replica name, so a job of that name that landed
+        after the listing (sent by this process, or by another attempt of the same replica)
+        answers the submit with "already exists" and is adopted (``_submit_one``). A restart
+        must see the earlier attempts to stop them, and a retried submit may be late behind a
+        newer attempt: those list afresh, as does a submit after this adapter deleted a job
+        (the listing would still show it, and a replica placed again would be adopted)."""
+        asked, jobs = self._listed
+        if (time.monotonic() - asked < _SUBMIT_REUSE and asked > self._deleting_until
+                and not self._deleting
+                and not RESUBMIT.get() and all(s.attempt == 0 for s in specs)):
+            return jobs
+        return await self._list_jobs()
 
     async def _list_nodes(self) -> list[dict[str, Any]]:
         from ray.util.state import list_nodes
@@ -354,7 +381,12 @@ class RayManager:
             if got is not None and match(got[0]):
                 hits.append((str(job.get("submission_id") or ""), job))
         listed = sorted({n for n, (m, _, _) in current(jobs).items() if match(m)})
-        await asyncio.gather(*(self._remove(sid, job) for sid, job in hits if sid))
+        self._deleting += 1
+        try:
+            await asyncio.gather(*(self._remove(sid, job) for sid, job in hits if sid))
+        finally:
+            self._deleting -= 1
+            self._deleting_until = time.monotonic()
         return listed
 
     async def _remove(self, sid: str, info: dict[str, Any] | None = None) -> None:
