@@ -26,7 +26,9 @@ running jobs reserve. SkyPilot schedules a cluster's jobs by CPUs, and on Slurm 
 exclusive ``srun`` step of whole CPUs: a job asks for, and is counted with, its replica's CPUs
 rounded up. ``submit`` picks the first cluster with room, else one where it fits a node (the job
 waits in SkyPilot's queue). ``delete`` cancels; SkyPilot keeps finished jobs in its table
-forever, so a deleted finished replica is remembered in ``state_dir`` and not listed again.
+forever, so a deleted finished replica is remembered in ``state_dir`` and not listed again; a
+delete of replicas that the last listing (under 15 s old) shows finished takes that listing
+rather than a `sky queue` of its own (``_finished_in_listing``).
 ``logs`` is ``sky logs`` of the latest attempt, found in the last listing (a sync round's, 15 s
 old at most) or a fresh one; a replica whose job has not started yet is ``NotFound`` saying so
 (SkyPilot's own call would wait seconds for a log, then print an error as the log). No exec into
@@ -77,6 +79,7 @@ _NAME = re.compile(r"[a-z][a-z0-9-]{0,62}")
 _LOCKS: dict[str, NameLocks] = {}  # per SkyShift cluster, shared by its manager instances
 # per SkyShift cluster: replica name -> when this process last sent its `sky exec`
 _SENT: dict[str, dict[str, float]] = {}
+_SENT_JOBS: dict[str, dict[str, float]] = {}  # the same per job uid (what delete_job checks)
 _SENT_KEEP = 3600.0  # seconds a sent exec is remembered (it has long landed by then)
 _EXIT_CODES: dict[tuple[str, int], int] = {}  # (sky cluster, job id) -> a FAILED job's code
 Found = tuple[str, SkyJob, JobMeta]  # (sky cluster, job, identity)
@@ -151,6 +154,7 @@ class SkyPilotManager:
         self._listed: tuple[float, list[Found]] = (0.0, [])  # the last listing, and when
         self._listed_from = 0.0  # when that listing's `sky queue` was asked for
         self._sent = _SENT.setdefault(name, {})
+        self._sent_jobs = _SENT_JOBS.setdefault(name, {})
 
     @property
     def sync_timeout(self) -> float:
@@ -207,7 +211,7 @@ class SkyPilotManager:
                 cluster = self._place(meta.reservation, found, shapes)
                 found.append((cluster, SkyJob(-1, meta.job_name(), "PENDING"), meta))
                 todo.append((spec, meta, cluster))
-                self._sent[spec.name] = time.monotonic()  # before it is sent: it may land
+                self._sent[spec.name] = self._sent_jobs[spec.job_uid] = time.monotonic()
             # each exec waits for SkyPilot to queue the job (seconds): the batch's go together
             results = await asyncio.gather(*(self._exec(*t) for t in todo),
                                            return_exceptions=True)
@@ -234,10 +238,12 @@ class SkyPilotManager:
 
     async def delete(self, names: list[str]) -> None:
         wanted = set(names)
-        await self._delete_where(lambda m: m.name in wanted)
+        sent = max((self._sent.get(n, 0.0) for n in wanted), default=0.0)
+        await self._delete_where(lambda m: m.name in wanted, sent, wanted)
 
     async def delete_job(self, job_uid: str) -> list[str]:
-        return await self._delete_where(lambda m: m.job_uid == job_uid)
+        sent = self._sent_jobs.get(job_uid, 0.0)
+        return await self._delete_where(lambda m: m.job_uid == job_uid, sent)
 
     async def logs(self, name: str, tail: int | None = None) -> str:
         # the sync round's listing names the job (its id never changes): no `sky queue` first
@@ -306,9 +312,10 @@ class SkyPilotManager:
         it (the exec may land just after it too); a replica attempt sent twice all the same is
         cancelled by the next ``replicas()`` but for its first job."""
         now = time.monotonic()
-        for name, at in list(self._sent.items()):
-            if now - at > _SENT_KEEP:
-                del self._sent[name]
+        for sent in (self._sent, self._sent_jobs):
+            for key, at in list(sent.items()):
+                if now - at > _SENT_KEEP:
+                    del sent[key]
         started = self._listed_from
         if (now - started < _SUBMIT_REUSE and not RESUBMIT.get()
                 and not any(n in self._sent for n in names)):
@@ -425,11 +432,30 @@ class SkyPilotManager:
         if finished:
             self._save_tombstones(self._tombstones() | finished)
 
-    async def _delete_where(self, match: Callable[[JobMeta], bool]) -> list[str]:
-        found = await self._list()
-        hits = [f for f in found if match(f[2])]
+    async def _delete_where(self, match: Callable[[JobMeta], bool], sent: float,
+                            names: set[str] | None = None) -> list[str]:
+        hits = self._finished_in_listing(match, sent, names)
+        if hits is None:
+            hits = [f for f in await self._list() if match(f[2])]
         await self._cancel(hits)
         return sorted({m.name for _, _, m in hits})
+
+    def _finished_in_listing(self, match: Callable[[JobMeta], bool], sent: float,
+                             names: set[str] | None) -> list[Found] | None:
+        """The last listing's jobs that ``match``, when they can stand for a `sky queue` of the
+        delete's own (seconds, beside whatever else SkyPilot's API server runs): the listing was
+        asked for under 15 s ago, after the last exec this process sent of them (``sent``),
+        names every replica asked for (``names``), and each of its jobs had finished. A
+        finished job stays finished, so deleting it is only remembering it; one still running
+        must be cancelled, and one sent since may have landed: those list afresh. The usual
+        case is a job's teardown once it ended, right after the round that saw it end."""
+        asked = self._listed_from
+        hits = [f for f in self._listed[1] if match(f[2])]
+        if (time.monotonic() - asked >= _SUBMIT_REUSE or sent >= asked or not hits
+                or any(job.status not in _FINISHED for _, job, _ in hits)
+                or (names is not None and not names <= {m.name for _, _, m in hits})):
+            return None
+        return hits
 
     # -- deleted finished jobs (SkyPilot never forgets a job) --
 
