@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import time
 from collections.abc import Callable
@@ -61,6 +60,7 @@ from skyshift.compat.skypilot.map import (
     user_log,
     validate_spec,
 )
+from skyshift.compat.skypilot.tombstones import Tombstones
 from skyshift.compat.types import (
     FAILED,
     PENDING,
@@ -155,6 +155,7 @@ class SkyPilotManager:
         self._listed_from = 0.0  # when that listing's `sky queue` was asked for
         self._sent = _SENT.setdefault(name, {})
         self._sent_jobs = _SENT_JOBS.setdefault(name, {})
+        self._tombstones = Tombstones(self.config.state_dir, name)
 
     @property
     def sync_timeout(self) -> float:
@@ -329,7 +330,7 @@ class SkyPilotManager:
         started = time.monotonic()
         tables = await self._call(lambda: self.client.queue(
             names, timeout=self.config.call_timeout))
-        gone = self._tombstones()
+        gone = self._tombstones.load()
         found: list[Found] = []
         live: set[str] = set()
         for cluster in names:
@@ -346,7 +347,7 @@ class SkyPilotManager:
                     continue
                 found.append((cluster, job, meta))
         if gone - live:
-            self._save_tombstones(gone & live)
+            self._tombstones.save(gone & live)
         self._listed, self._listed_from = (time.monotonic(), found), started
         return found
 
@@ -430,7 +431,7 @@ class SkyPilotManager:
                                for c, ids in by_cluster.items()))
         finished = {f"{c}:{j.job_id}" for c, j, _ in hits if j.status in _FINISHED}
         if finished:
-            self._save_tombstones(self._tombstones() | finished)
+            self._tombstones.save(self._tombstones.load() | finished)
 
     async def _delete_where(self, match: Callable[[JobMeta], bool], sent: float,
                             names: set[str] | None = None) -> list[str]:
@@ -456,26 +457,6 @@ class SkyPilotManager:
                 or (names is not None and not names <= {m.name for _, _, m in hits})):
             return None
         return hits
-
-    # -- deleted finished jobs (SkyPilot never forgets a job) --
-
-    def _tombstone_file(self) -> Path:
-        return self.config.state_dir / f"{self.name}.deleted.json"
-
-    def _tombstones(self) -> set[str]:
-        try:
-            data = json.loads(self._tombstone_file().read_text())
-        except (OSError, ValueError):
-            return set()
-        return {str(k) for k in data} if isinstance(data, list) else set()
-
-    def _save_tombstones(self, keys: set[str]) -> None:
-        path = self._tombstone_file()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(sorted(keys)))
-        tmp.replace(path)
-
 
 def _latest(found: list[Found]) -> dict[str, Found]:
     """Per replica name, its highest attempt (the first job of that attempt: a second one is
