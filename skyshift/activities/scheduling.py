@@ -58,7 +58,7 @@ from skyshift.contract.names import (
     WF_SCHEDULER,
     cluster_workflow_id,
 )
-from skyshift.contract.provision import ScaleRequest, expected_seconds
+from skyshift.contract.provision import ScaleRequest, expected_seconds, min_nodes
 from skyshift.lifecycle.convert import nodes_from_status, queue_from_status
 from skyshift.metrics import PLACEMENT_LATENCY
 from skyshift.models.base import Obj
@@ -154,7 +154,7 @@ def growables_of(objs: list[Obj], infos: list[ClusterInfo]) -> list[ProvisionedI
             continue
         block = status.get("provision") or {}
         nodes = prov.get("nodes") or {}
-        lo = int(nodes.get("min") or 1)
+        lo = min_nodes(nodes)
         up = int(block.get("nodes") or 0)
         busy = phase != "Ready"
         eta = str(block.get("eta") or "")

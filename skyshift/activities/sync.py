@@ -209,7 +209,8 @@ class Syncer:
                 await self._pause()
                 continue
             first = not self.ctx.primed
-            await self._write_cluster(inp, "Ready", "", state)
+            # Ready with no nodes (a provisioned cluster at zero): the manager says why
+            await self._write_cluster(inp, "Ready", "" if state.nodes else state.message, state)
             if self._sweep_due(first, phase):
                 # Leftovers go before anything is reported, so a finished job's status never
                 # counts replicas that had already moved away from this cluster.

@@ -162,8 +162,10 @@ def create_job(state: CliState, /, name: str, namespace: str | None, dry_run: bo
               help="Accelerators per node, e.g. V100:2.")
 @click.option("--ports", type=str, multiple=True, metavar="PORT",
               help="Port to open (repeatable, or comma separated).")
-@click.option("--num_nodes", "--min-nodes", "num_nodes", type=click.IntRange(1, 64), default=1,
-              show_default=True, help="Nodes to provision first (the minimum).")
+@click.option("--num_nodes", "--min-nodes", "num_nodes", type=click.IntRange(0, 64), default=1,
+              show_default=True,
+              help="Nodes to provision first (the minimum); 0: scale from zero, launching "
+                   "only when a job waits (needs --max-nodes).")
 @click.option("--provision", is_flag=True,
               help="Provision the cluster through SkyPilot instead of attaching one.")
 @click.option("--infra", default=None, metavar="INFRA",
@@ -203,7 +205,9 @@ def create_cluster(state: CliState, /, name: str, dry_run: bool, wait: bool, tim
 
     A provisioned cluster is launched on --infra (failing over to each --candidate when it has
     no capacity), grows up to --max-nodes when jobs wait, is torn down after --idle-minutes
-    without replicas, and is torn down with `skyctl delete cluster`.
+    without replicas, and is torn down with `skyctl delete cluster`. With --min-nodes 0 it
+    starts with no nodes (Ready at once), launches when a job waits for it, and goes back to
+    zero nodes after --idle-minutes.
 
     \b
     Examples:
@@ -213,6 +217,8 @@ def create_cluster(state: CliState, /, name: str, dry_run: bool, wait: bool, tim
       skyctl create cluster c1 --provision --infra slurm/sim-1 --cpus 2 --memory 4 \\
           --num_nodes 2 --max-nodes 4 --idle-minutes 10 --candidate kubernetes/kind --wait
       skyctl create cluster c2 --provision --cloud aws --region us-east-1 --cpus 4
+      skyctl create cluster burst --provision --infra slurm/sim-1 --cpus 2 --min-nodes 0 \\
+          --max-nodes 3 --idle-minutes 15
     """
     manifest = manifests.cluster_manifest(name, **flags)
     submit(state, manifest, dry_run)

@@ -212,6 +212,9 @@ def cluster_manifest(
     }
     if provision:
         spec = provisioned_spec(spec, infra, max_nodes, idle_minutes, list(candidates))
+    elif num_nodes == 0:
+        raise UsageProblem("--min-nodes 0 (scale from zero) is for provisioned clusters: "
+                           "add --provision and --max-nodes")
     elif infra or max_nodes or idle_minutes is not None or candidates:
         raise UsageProblem("--infra, --max-nodes, --idle-minutes and --candidate are for "
                            "provisioned clusters: add --provision")

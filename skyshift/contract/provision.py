@@ -131,13 +131,19 @@ def expected_seconds(infra: str) -> int:
     return EXPECTED_S.get(infra.split("/", 1)[0], CLOUD_EXPECTED_S)
 
 
+def min_nodes(nodes: dict[str, Any]) -> int:
+    """``provision.nodes.min`` as stored (absent: 1; 0: the cluster scales from zero)."""
+    value = nodes.get("min")
+    return 1 if value is None else max(int(value), 0)
+
+
 def plan_of(spec: dict[str, Any]) -> ProvisionPlan | None:
     """The plan for a Cluster's (validated) spec; None when it attaches an existing cluster."""
     prov = spec.get("provision")
     if not isinstance(prov, dict) or not prov.get("infra"):
         return None
     nodes = prov.get("nodes") or {}
-    lo = int(nodes.get("min") or 1)
+    lo = min_nodes(nodes)
     infras = list(dict.fromkeys([str(prov["infra"]), *[str(c) for c in
                                                        prov.get("candidates") or []]]))
     return ProvisionPlan(

@@ -34,13 +34,18 @@ def check_infra(value: object, field: str) -> str:
 
 
 class ProvisionNodes(StrictModel):
-    """``min`` nodes are launched first; scaling adds node groups up to ``max`` (0: = min)."""
+    """``min`` nodes are launched first; scaling adds node groups up to ``max`` (0: = min).
+    ``min: 0`` scales from zero: the Cluster is Ready with no nodes, launches its first group
+    when a job waits for it, and goes back to zero nodes after ``idleMinutes`` idle."""
 
-    min: int = Field(default=1, ge=1, le=MAX_NODES)
+    min: int = Field(default=1, ge=0, le=MAX_NODES)
     max: int = Field(default=0, ge=0, le=MAX_NODES)
 
     @model_validator(mode="after")
     def _bounds(self) -> ProvisionNodes:
+        if self.max == 0 and self.min == 0:
+            raise ValueError("provision.nodes.max: a cluster that scales from zero (min 0) "
+                             "needs max >= 1, the nodes it may grow to")
         if self.max == 0:
             self.__dict__["max"] = self.min
         elif self.max < self.min:

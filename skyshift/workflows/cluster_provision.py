@@ -10,7 +10,10 @@ skylet builds the ``skypilot`` manager over it, and the ordinary sync loop runs 
 Ready). A ``scale`` signal (from the scheduler) adds a group up to ``max`` nodes; with
 ``idleMinutes``, a cluster without SkyShift replicas for that long loses its added groups, and
 when only the first is left and it idles as long again, the Cluster is torn down and removed
-(SkyPilot's autodown). Deletion at any point tears down every group name ever tried.
+(SkyPilot's autodown). With ``min: 0`` nothing is launched at first: the Cluster is Ready with no
+nodes (the skylet's manager over no SkyPilot cluster), the first ``scale`` launches group 0, and
+idling tears every group down, leaving it Ready at zero again. Deletion at any point tears
+down every group name ever tried.
 
 This module holds only workflow code (deterministic; the activities do the I/O).
 """
@@ -150,7 +153,7 @@ class ProvisionedLifecycle:
         if self.phase == "Failed" and not st.groups:
             await wait(lambda: self.deleting, None)
             return None
-        if not st.groups:
+        if not st.groups and st.plan.min_nodes:  # min 0: Ready with no nodes, grown on demand
             await self._set_phase("Provisioning", f"provisioning on {st.infra}")
             why = await self._launch(st, 0, st.plan.min_nodes, "Provisioning", failover=True)
             if why is not None:
@@ -207,7 +210,10 @@ class ProvisionedLifecycle:
 
     async def _idle(self, st: ProvisionState, since: datetime | None) -> datetime | None:
         """Tear down after ``idle_minutes`` without replicas: the added groups first, then the
-        whole cluster. Returns the new idle start (AUTODOWN: remove the cluster)."""
+        whole cluster (one that scales from zero: every group, and it stays, with no nodes).
+        Returns the new idle start (AUTODOWN: remove the cluster)."""
+        if not st.plan.min_nodes and not st.groups:
+            return None  # at zero already: nothing to idle down
         usage: UsageResult = await workflow.execute_local_activity(
             act.CLUSTER_USAGE, UsageInput(self.inp.name), result_type=UsageResult,
             start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
@@ -219,14 +225,15 @@ class ProvisionedLifecycle:
             return now
         if now - since < timedelta(seconds=st.plan.idle_s):
             return since
-        extra = list(st.groups)[1:]
+        extra = list(st.groups)[1 if st.plan.min_nodes else 0:]
         if not extra:
             return AUTODOWN
         self.phase = "Scaling"
         upsert([(PHASE, "Scaling")], self.sa)
         await self._down(st, extra, "Scaling")
+        zero = "" if st.groups else ", scaled to zero"
         await self._set_phase("Ready", f"idle for {st.plan.idle_minutes} min: "
-                                       f"{len(extra)} SkyPilot clusters torn down")
+                                       f"{len(extra)} SkyPilot clusters torn down{zero}")
         return now
 
     async def _terminate(self, st: ProvisionState) -> None:

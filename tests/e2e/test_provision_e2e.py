@@ -4,14 +4,18 @@ cluster through SkyPilot 0.14 (the driver as the dedicated ``skyshift-sky`` user
 cluster to grow when a job waits, and deletion releasing every SkyPilot cluster and Slurm
 allocation. Etcd, the Temporal dev server and the workers are real too (the lifecycle stack).
 
-What the user checks: the Cluster goes Ready with its SkyPilot cluster in ``status.provision``;
-a 2-replica job runs there, its output readable through the cluster's manager; a job that does
-not fit waits saying "provisioning <cluster> (ETA ...)", the cluster grows by a node group and
-the job runs; deleting the Cluster leaves no SkyPilot cluster and no Slurm job behind.
+The cluster here scales from zero (``nodes.min: 0``), so one launch covers growth: what the user
+checks is that the Cluster is Ready at once with no SkyPilot cluster behind it; that a 2-replica
+job waits saying "provisioning <cluster> (ETA ...)", the cluster grows by a node group and the
+job runs there, its output readable through the cluster's manager; that once idle the cluster
+goes back to zero nodes (torn down, still Ready); and that deleting it leaves no SkyPilot cluster
+and no Slurm job behind.
 
-The newcomer's path (``skyshift sim skypilot up``, the ``skyctl create cluster`` line it prints,
-a 2-replica job, ``skyctl logs``, all on the command line) is docs/provisioning.md's block: it
-is checked on that page's run (tests/e2e/test_docs_skypilot.py, tests/e2e/newcomer_checks.py).
+A cluster launched at create (``min`` >= 1) is the newcomer's path: ``skyshift sim skypilot up``,
+the ``skyctl create cluster`` line it prints, a 2-replica job, ``skyctl logs``, all on the
+command line, is docs/provisioning.md's block, checked on that page's run
+(tests/e2e/test_docs_skypilot.py, tests/e2e/newcomer_checks.py). Growing a cluster that already
+has a node group, and idling back to it, is tests/integration/test_provision_lifecycle.py.
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ import pytest
 
 from skyshift.compat.base import create_manager
 from skyshift.contract.jobs import replica_name
-from skyshift.contract.provision import sky_name
+from skyshift.contract.provision import MINUTE_ENV, sky_name
 from tests.fixtures.temporal import LifecycleStack
 from tests.integration.test_provision_lifecycle import create, gone, status_where
 
 pytestmark = [pytest.mark.integration]
 
 NAME = "pv-e2e"
+IDLE_MINUTE_S = 40  # long enough to read the logs first, even on a loaded machine
 
 
 async def _message(s: LifecycleStack, job: str, words: str) -> str | None:
@@ -71,69 +76,64 @@ def _ours(lines: list[str], names: list[str]) -> list[str]:
 
 
 @pytest.mark.asyncio
-@pytest.mark.timeout(1800)  # two SkyPilot launches, jobs, two teardowns: minutes on 2 cores
-async def test_provisioned_cluster_runs_jobs_grows_and_is_released(
+@pytest.mark.timeout(1800)  # a SkyPilot launch, a job, two teardowns: minutes on 2 cores
+async def test_cluster_from_zero_grows_for_a_job_idles_back_and_is_released(
     lifecycle_stack: LifecycleStack, sky_slurm: Any, sky_client: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     s = lifecycle_stack
+    monkeypatch.setenv(MINUTE_ENV, str(IDLE_MINUTE_S))  # idleMinutes: 1 -> IDLE_MINUTE_S s
     s.start_in_process()
     lap = _Laps()
-    read: asyncio.Task[None] | None = None
     c = await create(s, NAME, infra=sky_slurm.infra, cpus=2, memory="2G",
-                     nodes={"min": 1, "max": 2})
-    uid = c["metadata"]["uid"]
-    sky0, sky1 = sky_name(NAME, uid, 0), sky_name(NAME, uid, 1)
+                     nodes={"min": 0, "max": 1}, idleMinutes=1)
+    sky0 = sky_name(NAME, c["metadata"]["uid"], 0)
     try:
-        # Past the launch's own timeout (900 s): in one fresh-machine run the SkyPilot cluster
-        # was up 30 s in but the Cluster not Ready 600 s later; a launch call that hangs is
-        # given up at its timeout and retried (idempotent), which is what a user would see.
-        ready = await s.cluster_phase(NAME, "Ready", timeout=1000)
-        lap("create -> Ready (the launch)")
-        block = ready["status"]["provision"]
-        assert block["skyClusters"] == [sky0] and block["nodes"] == 1, block
-        assert _ours(sky_slurm.squeue(), [sky0]), sky_slurm.squeue()
+        ready = await s.cluster_phase(NAME, "Ready", timeout=120)
+        lap("create -> Ready (no launch)")
+        assert not (ready["status"].get("provision") or {}).get("skyClusters"), ready["status"]
+        assert "scaled to zero" in ready["status"]["message"], ready["status"]
+        assert _ours(sky_slurm.squeue(), [sky0]) == [], sky_slurm.squeue()
 
-        # a 2-replica job runs on it, as SkyPilot jobs, and says what it printed
+        # a 2-replica job waits for the cluster to grow, then runs there as SkyPilot jobs
         pair = await s.submit("pair", "echo rank $SKYSHIFT_RANK of $SKYSHIFT_JOB on skypilot",
                               replicas=2, cpus=1, restartPolicy="Never")
-        done = await s.job_phase("pair", "Succeeded", timeout=300)
-        lap("2-replica job POST -> Succeeded")
+        pending = await s.wait("the pending reason", lambda: _message(
+            s, "pair", f"provisioning {NAME}"), timeout=120)
+        assert "ETA" in pending
+        lap("pair POST -> pending 'provisioning'")
+        done = await s.job_phase("pair", "Succeeded", timeout=900)
+        lap("pending -> pair Succeeded (the launch from zero)")
         assert done["status"]["placement"] == {NAME: 2}
         assert done["status"]["replicaStatus"][NAME]["Succeeded"] == 2
-        # its logs are read while the next jobs go on (the test's own wait, not SkyShift's)
-        read = asyncio.create_task(_read_logs(block["skyClusters"], pair))
+        grown = await s.get("clusters", NAME)
+        assert grown is not None
+        assert grown["status"]["provision"]["skyClusters"] == [sky0], grown["status"]
+        assert grown["status"]["provision"]["nodes"] == 1
+        assert len(_ours(sky_slurm.squeue(), [sky0])) == 1, sky_slurm.squeue()
+        await _read_logs([sky0], pair)
+        lap("the pair's logs read through the manager")
 
-        # the node group's 2 CPUs held by one job; the next one waits for a new group. (Hold
-        # Running, not just placed: the scheduler's reservation for a placed job lasts 30 s,
-        # then only the cluster's report that it runs keeps the next job off its CPUs.)
-        await s.submit("hold", "sleep 600", cpus=2, restartPolicy="Never")
-        await s.job_phase("hold", "Running", timeout=300)
-        lap("hold POST -> Running")
-        await read
-        lap("the pair's logs read through the manager (beside hold's start)")
-        await s.submit("more", "echo grown", cpus=2, restartPolicy="Never")
-        pending = await s.wait("the pending reason", lambda: _message(
-            s, "more", f"provisioning {NAME}"), timeout=120)
-        assert "ETA" in pending
-        lap("more POST -> pending 'provisioning'")
-        grown = await s.job_phase("more", "Succeeded", timeout=600)
-        lap("pending -> more Succeeded (the grow's launch)")
-        assert grown["status"]["placement"] == {NAME: 1}
-        cluster = await status_where(s, NAME, "two node groups", lambda st: st.get(
-            "provision", {}).get("skyClusters") == [sky0, sky1], timeout=60)
-        assert cluster["status"]["provision"]["nodes"] == 2
-        assert len(_ours(sky_slurm.squeue(), [sky0, sky1])) == 2, sky_slurm.squeue()
+        # idle for idleMinutes: back to zero nodes, the Cluster still there and Ready
+        zero = await status_where(s, NAME, "scaled back to zero", lambda st: st.get(
+            "phase") == "Ready" and not (st.get("provision") or {}).get("skyClusters"),
+            timeout=300)
+        assert "scaled to zero" in zero["status"]["message"], zero["status"]
+        lap("idle -> scaled to zero (a teardown)")
+        await _released(sky_slurm, sky_client, [sky0])
     finally:
-        if read is not None and not read.done():
-            read.cancel()
         await s.delete("clusters", NAME)
         await gone(s, NAME, timeout=600)
-        lap("delete -> gone (the downs)")
-    # nothing left: neither SkyPilot cluster, nor their Slurm allocations
+        lap("delete -> gone")
+    await _released(sky_slurm, sky_client, [sky0])
+    lap("squeue empty, ABSENT")
+
+
+async def _released(sky_slurm: Any, sky_client: Any, names: list[str]) -> None:
+    """Nothing left of ``names``: neither the SkyPilot clusters nor their Slurm allocations."""
     deadline = time.monotonic() + 60
-    while _ours(sky_slurm.squeue(), [sky0, sky1]) and time.monotonic() < deadline:
+    while _ours(sky_slurm.squeue(), names) and time.monotonic() < deadline:
         await asyncio.sleep(1)
-    assert _ours(sky_slurm.squeue(), [sky0, sky1]) == [], sky_slurm.squeue()
-    states = await asyncio.gather(*(asyncio.to_thread(sky_client.status, n) for n in (sky0, sky1)))
-    assert [st.state for st in states] == ["ABSENT", "ABSENT"]
-    lap("squeue empty, both ABSENT")
+    assert _ours(sky_slurm.squeue(), names) == [], sky_slurm.squeue()
+    states = await asyncio.gather(*(asyncio.to_thread(sky_client.status, n) for n in names))
+    assert [st.state for st in states] == ["ABSENT"] * len(names)

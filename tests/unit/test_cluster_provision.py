@@ -111,7 +111,8 @@ def test_plan_input_and_manager_config_of_a_stored_cluster() -> None:
         {"metadata": {"name": "x"}, "spec": {}}).provision is None
     obj["status"] = {"provision": {"skyClusters": ["c1-0f1e2d-0", "c1-0f1e2d-1"]}}
     assert manager_config(obj) == ("skypilot", {"sky_clusters": ["c1-0f1e2d-0",
-                                                                 "c1-0f1e2d-1"]})
+                                                                 "c1-0f1e2d-1"],
+                                                "provisioned": True})
 
 
 def test_sky_names_are_deterministic_and_valid() -> None:

@@ -98,6 +98,11 @@ def test_config_needs_sky_cluster_names() -> None:
                 {"sky_clusters": ["a"], "call_timeout": 0}):
         with pytest.raises(Permanent):
             SkyConfig.parse("c", bad)
+    # a provisioned Cluster (its lifecycle launches the SkyPilot clusters) may be at zero
+    assert SkyConfig.parse("c", {"provisioned": True}).sky_clusters == []
+    assert SkyConfig.parse("c", {"provisioned": True, "sky_clusters": []}).sky_clusters == []
+    with pytest.raises(Permanent, match="must list 0 to 64"):
+        SkyConfig.parse("c", {"provisioned": True, "sky_clusters": ["x"] * 65})
 
 
 @pytest.mark.parametrize(("error", "kind"), [

@@ -123,3 +123,37 @@ async def test_scales_up_then_idles_down_and_away(workflow_env: WorkflowEnvironm
     assert ("Ready", "idle for 2 min: 1 SkyPilot clusters torn down") in written(fakes)
     assert fakes.names()[-1] == "remove_object"
     await replays(h, "cluster_provision_scaled_idle_wf")
+
+
+async def test_scales_from_zero_and_idles_back_to_zero(workflow_env: WorkflowEnvironment) -> None:
+    """``nodes.min: 0``: nothing is launched until the scheduler asks; the first scale launches
+    group 0, idling tears every group down and the Cluster stays (Ready, no nodes); deletion
+    then downs only what was ever tried."""
+    name = unique("pv0")
+    fakes = ProvisionFakes(replicas=1, sync_results=[SyncResult("Ready")])
+    async with run_workers(
+        workflow_env.client, [ClusterWorkflow], fakes.provision(), fakes.skylet(), [name]
+    ) as q:
+        h = await start(workflow_env.client, q, name,
+                        plan(min_nodes=0, max_nodes=2, idle_minutes=2, minute_s=1.0))
+        await fakes.wait_for("sync_cluster", 1)  # the skylet's sync over no SkyPilot cluster
+        assert fakes.of("provision_cluster") == []
+        assert ("Provisioning", "provisioning on aws") not in written(fakes)
+        await h.signal(SIG_SCALE, ScaleRequest(1, "1 replica pending"))
+        await fakes.wait_for("provision_cluster", 1)
+        await fakes.wait_for("write_cluster_status", 1)
+        grow = fakes.of("provision_cluster")[0]
+        assert (grow.sky_cluster, grow.nodes, grow.phase) == (sky_name(name, UID, 0), 1, "Scaling")
+        assert written(fakes)[-1] == ("Ready", "1 nodes in 1 SkyPilot clusters")
+        fakes.replicas = 0  # the replica ends: idle from now on
+        await fakes.wait_for("unprovision_cluster", 1)
+        await fakes.wait_for("write_cluster_status", 2)
+        assert written(fakes)[-1] == (
+            "Ready", "idle for 2 min: 1 SkyPilot clusters torn down, scaled to zero")
+        assert await h.query(ClusterWorkflow.current_phase) == "Ready"  # not removed
+        await h.signal(SIG_DELETE, DeleteRequest(UID))
+        assert await h.result() == "Deleted"
+    downs = [d.sky_clusters for d in fakes.of("unprovision_cluster")]
+    assert downs == [[sky_name(name, UID, 0)], [sky_name(name, UID, 0)]]
+    assert fakes.names()[-1] == "remove_object"
+    await replays(h, "cluster_provision_from_zero_wf")

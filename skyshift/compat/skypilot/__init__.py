@@ -9,8 +9,10 @@ from skyshift.models.managers import ManagerNames
 
 
 def _fill(spec: Obj, status: Obj) -> Obj:
-    """The SkyPilot clusters its provisioning launched (``status.provision.skyClusters``)."""
-    return {"sky_clusters": list((status.get("provision") or {}).get("skyClusters") or [])}
+    """The SkyPilot clusters its provisioning launched (``status.provision.skyClusters``); a
+    provisioned Cluster with none (one that scales from zero) is ``provisioned`` with none."""
+    return {"sky_clusters": list((status.get("provision") or {}).get("skyClusters") or []),
+            "provisioned": bool(spec.get("provision"))}
 
 
 MANAGER = ManagerKind(

@@ -5,7 +5,9 @@ A SkyShift cluster of this manager stands for one or more SkyPilot clusters that
 provisioned (the provisioning side adds SkyPilot clusters to it to scale up). Config
 (``Cluster.spec.config``)::
 
-    sky_clusters   SkyPilot cluster names, 1..64 (required)
+    sky_clusters   SkyPilot cluster names, 1..64 (required; 0 when ``provisioned``)
+    provisioned    true for a Cluster with ``spec.provision``: no SkyPilot cluster then means
+                   scaled to zero (healthy, no nodes, until it grows)
     venv           SkyPilot's virtualenv [SKYSHIFT_SKYPILOT_VENV or /opt/skyshift/skypilot/venv]
     user           the user SkyPilot runs as [SKYSHIFT_SKY_USER or skyshift-sky]
     call_timeout   seconds before one SkyPilot call counts as hung -> Transient [120]
@@ -106,10 +108,13 @@ class SkyConfig:
     @classmethod
     def parse(cls, name: str, config: dict[str, Any]) -> SkyConfig:
         clusters = config.get("sky_clusters")
-        if (not isinstance(clusters, list) or not 1 <= len(clusters) <= 64
+        least = 0 if config.get("provisioned") is True else 1  # provisioned: may be at zero
+        if clusters is None and least == 0:
+            clusters = []
+        if (not isinstance(clusters, list) or not least <= len(clusters) <= 64
                 or not all(isinstance(c, str) and _NAME.fullmatch(c) for c in clusters)):
-            raise Permanent(f"skypilot cluster {name}: sky_clusters must list 1 to 64 SkyPilot "
-                            "cluster names (lowercase letters, digits, dashes)")
+            raise Permanent(f"skypilot cluster {name}: sky_clusters must list {least} to 64 "
+                            "SkyPilot cluster names (lowercase letters, digits, dashes)")
 
         def number(key: str, default: float) -> float:
             value = config.get(key, default)
@@ -173,6 +178,10 @@ class SkyPilotManager:
         self.client.close()  # lets go of the shared runner (the last client ends it)
 
     async def state(self) -> ClusterState:
+        if not self.config.sky_clusters:  # scaled to zero: nothing to ask SkyPilot
+            return ClusterState(healthy=True, nodes=[], labels=dict(self.config.labels),
+                                message="no SkyPilot cluster up: scaled to zero, grows when a "
+                                        "job waits for it")
         # a sync round lists the replicas just before: its listing, not a second `sky queue`
         # (seconds each, and the round's wait until a started job is seen Running)
         fresh = time.monotonic() - self._listed[0] < _STATE_REUSE
@@ -280,6 +289,8 @@ class SkyPilotManager:
         if self._shapes and time.monotonic() - self._shapes_at < self.config.status_ttl:
             return self._shapes
         names = self.config.sky_clusters
+        if not names:
+            return {}
         records = await self._call(lambda: self.client.clusters(names))
         shapes: dict[str, list[NodeState]] = {}
         for rec in records:
@@ -327,6 +338,8 @@ class SkyPilotManager:
         """SkyShift's jobs in every SkyPilot cluster's queue (one runner request), cancelled and
         deleted ones left out."""
         names = self.config.sky_clusters
+        if not names:
+            return []
         started = time.monotonic()
         tables = await self._call(lambda: self.client.queue(
             names, timeout=self.config.call_timeout))
