@@ -594,6 +594,10 @@ async def bench(args: argparse.Namespace, stack: Stack, sims: list[SimK8sCluster
                 "temporal_floor_s": f.get("temporal_floor_s"),
                 "floor_over_direct": f.get("floor_over_direct"),
                 "floor_with_pods_over_direct": f.get("floor_with_pods_over_direct"),
+                # issue #29's name: the whole stack over the floor with the pods
+                "k8s_over_floor_with_pods": round(f["over_direct"] / f[
+                    "floor_with_pods_over_direct"], 3) if f.get("over_direct") and f.get(
+                    "floor_with_pods_over_direct") else None,
                 "over_direct_99pct": f.get("over_direct_99pct"),
                 "control_worker_peak_rss_mb": peak.get("control"),
                 "skylet_manager_peak_rss_mb": peak.get("skylet-manager"),

@@ -181,6 +181,9 @@ async def run(args: argparse.Namespace, bed: SkySlurm) -> dict[str, Any]:
         if theirs["job_p50_s"] else 0.0,
         "load_avg_1m": round(os.getloadavg()[0], 2),
     }
+    # issue #29's names for the two ratios
+    result["skypilot_ready_over_launch"] = result["ready_over_launch"]
+    result["skypilot_job_p50_over_exec"] = result["job_p50_ratio"]
     log(f"time to Ready {ours['ready_s']:.1f} s vs sky launch {theirs['launch_s']:.1f} s "
         f"({result['ready_over_launch']}x); job p50 {ours['job_p50_s']:.1f} s vs sky exec "
         f"{theirs['job_p50_s']:.1f} s ({result['job_p50_ratio']}x)")

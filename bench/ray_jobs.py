@@ -158,6 +158,7 @@ async def run(args: argparse.Namespace, url: str, home: Path,
         "skyshift_submit_to_running": a,
         "straight_submit_to_running": b,
         "ratio_p50": round(ratio, 3),
+        "ray_p50_over_straight": round(ratio, 3),  # issue #29's name for it
         "load_1m": round(load, 2),
         "head_cpus": sim.cpus,
     }

@@ -451,6 +451,11 @@ async def run(args: argparse.Namespace, url: str, home: Path, temporal: str,
             f"workflow: {out['drain']['floor_cpu_ms_per_workflow']}")
         out["drain"]["temporal_floor_s"] = round(floor, 2)
         out["drain"]["floor_over_sbatch"] = round(floor / direct["seconds"], 3)
+        # issue #29's names: the drain over the floor, and a job's CPU over a minimal workflow's
+        out["slurm_drain_over_floor"] = round(through["seconds"] / floor, 3) if floor else 0.0
+        job_ms = (out["drain"]["cpu_ms_per_job"] or {}).get("total") or 0.0
+        wf_ms = (out["drain"]["floor_cpu_ms_per_workflow"] or {}).get("total") or 0.0
+        out["slurm_cpu_per_job_over_minimal"] = round(job_ms / wf_ms, 3) if wf_ms else 0.0
         log(f"floor: {args.drain} minimal workflows (3 no-op activities) on the same Temporal "
             f"server took {floor:.1f} s = {floor / direct['seconds']:.2f}x the sbatch drain")
         out["command"] = args.command

@@ -13,6 +13,7 @@ puts a factory in front of that (tests, or a plugin replacing a built-in adapter
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, Protocol, runtime_checkable
@@ -20,6 +21,8 @@ from typing import Any, Protocol, runtime_checkable
 from skyshift.compat.errors import Permanent
 from skyshift.compat.kind import kinds, load, manager_kind
 from skyshift.compat.types import ClusterState, ExecResult, ReplicaSpec, ReplicaStatus
+
+log = logging.getLogger(__name__)
 
 #: True while a ``submit`` may repeat one that already sent something (the skylet sets it for a
 #: retried activity attempt, whose earlier attempt may have died with a request in flight): a
@@ -81,6 +84,19 @@ async def cluster_identity(manager: ClusterManager) -> str:
     if identity is None:
         return ""
     return str(await identity())
+
+
+async def prepare(manager: ClusterManager) -> None:
+    """Optional ``prepare()`` on the adapter: start what its first call needs (a process, an
+    import) ahead of it, without calling the cluster. Best effort, so not part of the protocol:
+    whatever stops it is the first call's to report."""
+    fn = getattr(manager, "prepare", None)
+    if fn is None:
+        return
+    try:
+        await fn()
+    except Exception:  # the first real call says what is wrong
+        log.debug("preparing manager %s failed", getattr(manager, "name", "?"), exc_info=True)
 
 
 ManagerFactory = Callable[[str, dict[str, Any]], ClusterManager]

@@ -33,7 +33,7 @@ from skyshift.activities.clusters import ClusterContext
 from skyshift.activities.links import ProbeActivities
 from skyshift.activities.services import ServiceActivities
 from skyshift.activities.sync import SkyletWithSync, SyncConfig
-from skyshift.compat.base import ClusterManager, create_manager
+from skyshift.compat.base import ClusterManager, create_manager, prepare
 from skyshift.compat.errors import CompatError, Permanent
 from skyshift.compat.types import (
     ClusterState,
@@ -141,6 +141,7 @@ class SkyletManager:
         self.sync = sync or SyncConfig()
         self.selector = selector or Selector()
         self.skylets: dict[str, Skylet] = {}
+        self._preparing: set[asyncio.Task[None]] = set()  # managers' prepare(), in the background
 
     async def run(self, stop: asyncio.Event, ready: Path | None = None) -> None:
         """Follow the Clusters in etcd until ``stop`` is set."""
@@ -199,6 +200,9 @@ class SkyletManager:
         # built before the old one stops: what the old manager holds (a SkyPilot runner) is
         # then taken over, not ended and started again
         ctx = ClusterContext(name, build_manager(obj))
+        started = asyncio.create_task(prepare(ctx.manager))  # e.g. SkyPilot's import, now
+        self._preparing.add(started)
+        started.add_done_callback(self._preparing.discard)
         if current is not None:
             await self._stop(name)
         acts = SkyletWithSync(ctx, self.store, self.client, sync=self.sync)

@@ -172,7 +172,13 @@ class SkyPilotManager:
     # ---- ClusterManager -------------------------------------------------------------------
 
     async def connect(self) -> None:
-        return None  # the runner starts with the first call
+        return None  # the runner starts with the first call (or prepare())
+
+    async def prepare(self) -> None:
+        """Start SkyPilot's runner ahead of the first call: the skylet builds this manager
+        while the Cluster is still provisioning (or at zero), and the first sync after the
+        launch then does not wait for SkyPilot's import (seconds of every first Ready)."""
+        await asyncio.to_thread(self.client.warm)
 
     async def close(self) -> None:
         self.client.close()  # lets go of the shared runner (the last client ends it)

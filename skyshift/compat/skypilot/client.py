@@ -104,6 +104,23 @@ class SkyPilotClient:
                 process.hold(key)
                 self._held = key
 
+    def warm(self) -> None:
+        """Start the shared runner now if none runs (its SkyPilot import takes seconds), so the
+        first call later finds it ready. Best effort: that call reports what stops it."""
+        if not self.python.exists():
+            return
+        try:
+            account = self._account()
+        except Permanent:
+            return
+        key = self._key(account)
+        with self._held_lock:
+            if self._held is None:
+                process.hold(key)
+                self._held = key
+        with contextlib.suppress(OSError):
+            process.shared(key, lambda: self._start(account))
+
     def end_runner(self) -> None:
         """End the runner this client's calls go to, now (whoever holds it); the next call
         starts a new one."""
