@@ -419,8 +419,16 @@ def slurm_target(d: dict[str, Any]) -> str:
     job_ms = (drain.get("cpu_ms_per_job") or {}).get("total")
     wf_ms = (drain.get("floor_cpu_ms_per_workflow") or {}).get("total")
     if job_ms and wf_ms:
-        rows.append(["CPU per job in the drain / per minimal workflow", "(context)",
-                     f"{fmt(job_ms / wf_ms)}x ({fmt(job_ms)} ms / {fmt(wf_ms)} ms)", ""])
+        cpu = job_ms / wf_ms
+        rows.append(["`slurm_cpu_per_job_over_minimal`: CPU per job in the drain / per minimal "
+                     "workflow", "<= 1.0x", f"{fmt(cpu)}x ({fmt(job_ms)} ms / {fmt(wf_ms)} ms)",
+                     "met" if cpu <= 1.0 else "NOT met"])
+    over = d.get("slurm_drain_over_floor")
+    if over:
+        rows.append(["`slurm_drain_over_floor`: the drain / the Temporal floor", "<= 1.3x",
+                     f"{fmt(over)}x ({fmt(drain.get('skyshift_s'))} s / "
+                     f"{fmt(drain.get('temporal_floor_s'))} s)", "met" if over <= 1.3 else
+                     "NOT met"])
     return table(["target", "wanted", "this run", ""], rows) + "\n\n"
 
 
