@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from skyshift.compat.errors import NotFound
+from skyshift.compat.skypilot import adapter
 from tests.fixtures.compat import make_spec
 from tests.fixtures.skypilot_driver import fake_manager, job_of
 
@@ -27,7 +28,8 @@ async def test_logs_use_the_sync_rounds_listing(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
-async def test_logs_of_a_job_not_started_say_so(tmp_path: Path) -> None:
+async def test_logs_of_a_job_not_started_say_so(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     manager, driver = fake_manager(tmp_path)
     spec = make_spec("echo hello")
     driver.jobs = [job_of(spec, 4, "PENDING")]
@@ -35,6 +37,7 @@ async def test_logs_of_a_job_not_started_say_so(tmp_path: Path) -> None:
         await manager.logs(spec.name)
     assert "logs 4" not in driver.calls  # SkyPilot's own call would wait for a log file
     driver.jobs = [job_of(spec, 4, "RUNNING")]
+    monkeypatch.setattr(adapter, "_PENDING_REUSE", 0.0)  # that listing is no longer recent
     assert await manager.logs(spec.name) == "hello from 4\n"  # listed again: started now
 
 
