@@ -45,6 +45,19 @@ def written(fakes: ProvisionFakes) -> list[tuple[str, str]]:
     return [(p.phase, p.message) for p in fakes.of("write_cluster_status")]
 
 
+async def grows(h: Handle, fakes: ProvisionFakes, ask: ScaleRequest, group: str, nodes: int,
+                message: str) -> None:
+    """The scheduler's ``scale`` launches one more group (``group``, ``nodes`` nodes), and the
+    Cluster is Ready again saying ``message``."""
+    launches, writes = len(fakes.of("provision_cluster")), len(written(fakes))
+    await h.signal(SIG_SCALE, ask)
+    await fakes.wait_for("provision_cluster", launches + 1)
+    await fakes.wait_for("write_cluster_status", writes + 1)
+    grow = fakes.of("provision_cluster")[-1]
+    assert (grow.sky_cluster, grow.nodes, grow.phase) == (group, nodes, "Scaling")
+    assert written(fakes)[-1] == ("Ready", message)
+
+
 async def test_fails_over_to_the_next_infra_then_deletes_every_group(
     workflow_env: WorkflowEnvironment,
 ) -> None:
@@ -109,12 +122,8 @@ async def test_scales_up_then_idles_down_and_away(workflow_env: WorkflowEnvironm
             workflow_env.client, q, name, plan(max_nodes=3, idle_minutes=2, minute_s=1.0)
         )
         await phase_becomes(h, "Ready")
-        await h.signal(SIG_SCALE, ScaleRequest(3, "2 replicas pending"))
-        await fakes.wait_for("provision_cluster", 2)
-        await fakes.wait_for("write_cluster_status", 2)
-        grow = fakes.of("provision_cluster")[1]
-        assert (grow.sky_cluster, grow.nodes, grow.phase) == (sky_name(name, UID, 1), 2, "Scaling")
-        assert written(fakes)[-1] == ("Ready", "3 nodes in 2 SkyPilot clusters")
+        await grows(h, fakes, ScaleRequest(3, "2 replicas pending"), sky_name(name, UID, 1), 2,
+                    "3 nodes in 2 SkyPilot clusters")
         fakes.replicas = 0  # the replicas end: idle from now on
         # idle twice over (the sync activity keeps time from skipping): then autodown
         assert await h.result() == "Deleted"
@@ -139,12 +148,8 @@ async def test_scales_from_zero_and_idles_back_to_zero(workflow_env: WorkflowEnv
         await fakes.wait_for("sync_cluster", 1)  # the skylet's sync over no SkyPilot cluster
         assert fakes.of("provision_cluster") == []
         assert ("Provisioning", "provisioning on aws") not in written(fakes)
-        await h.signal(SIG_SCALE, ScaleRequest(1, "1 replica pending"))
-        await fakes.wait_for("provision_cluster", 1)
-        await fakes.wait_for("write_cluster_status", 1)
-        grow = fakes.of("provision_cluster")[0]
-        assert (grow.sky_cluster, grow.nodes, grow.phase) == (sky_name(name, UID, 0), 1, "Scaling")
-        assert written(fakes)[-1] == ("Ready", "1 nodes in 1 SkyPilot clusters")
+        await grows(h, fakes, ScaleRequest(1, "1 replica pending"), sky_name(name, UID, 0), 1,
+                    "1 nodes in 1 SkyPilot clusters")
         fakes.replicas = 0  # the replica ends: idle from now on
         await fakes.wait_for("unprovision_cluster", 1)
         await fakes.wait_for("write_cluster_status", 2)
