@@ -32,7 +32,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import ssl
 import subprocess
 import threading
@@ -50,6 +49,7 @@ import yaml
 
 from skyshift.config import skyshift_home
 from skyshift.devstack import procs
+from skyshift.devstack.sim import ports
 
 Progress = Callable[[str], None]
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
@@ -69,19 +69,12 @@ def default_home() -> Path:
     return skyshift_home() / "sim" / "k8s"
 
 
-_HANDED_OUT: set[int] = set()
-
-
 def _free_port() -> int:
-    """A port free now and not handed out before by this process: the kernel may return a
-    just-released port again, which gave two clusters started together the same etcd port."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
+    """A free port below the ephemeral range, not handed out before by this process
+    (:mod:`skyshift.devstack.sim.ports`: one of the range was taken by an outgoing connection
+    before the daemon bound it, and the kernel may return a just-released port again, which
+    gave two clusters started together the same etcd port)."""
+    return ports.free_ports(1)[0]
 
 
 @dataclass

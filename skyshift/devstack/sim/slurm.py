@@ -42,6 +42,7 @@ from pathlib import Path
 import click
 
 from skyshift.config import skyshift_home
+from skyshift.devstack.sim import ports
 
 BINARIES = ("munged", "slurmctld", "slurmd", "sinfo", "squeue", "scancel")
 INSTALL_HINT = "run scripts/install-slurm.sh"
@@ -124,22 +125,9 @@ def _reap(pid: int) -> None:
 
 
 def free_ports(count: int, avoid: set[int] | None = None) -> list[int]:
-    """``count`` distinct TCP ports that are free right now (and not in ``avoid``)."""
-    avoid = set(avoid or ())
-    ports: list[int] = []
-    holders: list[socket.socket] = []
-    try:
-        while len(ports) < count:
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            holders.append(s)
-            port = s.getsockname()[1]
-            if port not in avoid and port not in ports:
-                ports.append(port)
-    finally:
-        for s in holders:
-            s.close()
-    return ports
+    """``count`` distinct TCP ports that are free right now (and not in ``avoid``), below the
+    ephemeral range (:mod:`skyshift.devstack.sim.ports` says why)."""
+    return ports.free_ports(count, frozenset(avoid or ()))
 
 
 # ---- munge ----------------------------------------------------------------------------------
