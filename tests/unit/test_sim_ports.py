@@ -27,7 +27,7 @@ def test_ports_are_free_distinct_never_repeated_and_below_the_ephemeral_range() 
 def _unused(after: int) -> int:
     """A port from ``after`` up that binds now and this process has not handed out."""
     port = after
-    while port in ports._given or not ports._binds(port):
+    while port in ports._given or not ports.binds(port):
         port += 1
     return port
 

@@ -30,7 +30,8 @@ def ephemeral_low() -> int:
         return 32768
 
 
-def _binds(port: int) -> bool:
+def binds(port: int) -> bool:
+    """``port`` binds on loopback now (nothing listens on it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind(("127.0.0.1", port))
@@ -50,7 +51,7 @@ def free_ports(count: int, avoid: set[int] | frozenset[int] = frozenset()) -> li
         port = _rng.randrange(LOWEST, top)
         if port in _given or port in avoid or port in DEFAULTS or port in out:
             continue
-        if _binds(port):
+        if binds(port):
             out.append(port)
     if len(out) < count:
         raise OSError(f"no {count} free ports between {LOWEST} and {top}")

@@ -18,7 +18,8 @@ one.
 from __future__ import annotations
 
 import random
-import socket
+
+from skyshift.devstack.sim.ports import binds
 
 BLOCK = 64
 LOW, HIGH = 2048, 10000
@@ -32,15 +33,6 @@ class NoFreePorts(RuntimeError):
     """No block of free ports is left in the range."""
 
 
-def _binds(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def head_ports(count: int, avoid: set[int] | frozenset[int] = frozenset()) -> list[int]:
     """``count`` (at most ``BLOCK``) consecutive free ports of one aligned block in
     ``[LOW, HIGH)`` that holds none of ``avoid`` or ``RESERVED``, the block chosen at random."""
@@ -52,6 +44,6 @@ def head_ports(count: int, avoid: set[int] | frozenset[int] = frozenset()) -> li
         block = range(start, start + BLOCK)
         if RESERVED.intersection(block) or avoid.intersection(block):
             continue
-        if all(_binds(p) for p in block):
+        if all(binds(p) for p in block):
             return list(range(start, start + count))
     raise NoFreePorts(f"no block of {BLOCK} free ports between {LOW} and {HIGH} for a Ray head")
