@@ -495,6 +495,7 @@ class SkyPilotManager:
             return None
         return hits
 
+
 def _retrieved(task: asyncio.Task[Any]) -> None:
     """A listing's failure is its callers' to see; one whose callers all gave up is not logged
     as never retrieved."""
