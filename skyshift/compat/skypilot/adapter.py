@@ -52,6 +52,14 @@ from skyshift.compat.base import RESUBMIT
 from skyshift.compat.errors import CompatError, NotFound, Permanent, Transient, Unsupported
 from skyshift.compat.name_locks import NameLocks
 from skyshift.compat.skypilot.client import SkyJob, SkyPilotClient
+from skyshift.compat.skypilot.listing import (
+    FINISHED,
+    Found,
+    allocate,
+    duplicates,
+    latest,
+    reserved,
+)
 from skyshift.compat.skypilot.map import (
     CANCELLED,
     JobMeta,
@@ -65,8 +73,6 @@ from skyshift.compat.skypilot.map import (
 from skyshift.compat.skypilot.tombstones import Tombstones
 from skyshift.compat.types import (
     FAILED,
-    PENDING,
-    RUNNING,
     ClusterState,
     ExecResult,
     NodeState,
@@ -84,8 +90,6 @@ _SENT: dict[str, dict[str, float]] = {}
 _SENT_JOBS: dict[str, dict[str, float]] = {}  # the same per job uid (what delete_job checks)
 _SENT_KEEP = 3600.0  # seconds a sent exec is remembered (it has long landed by then)
 _EXIT_CODES: dict[tuple[str, int], int] = {}  # (sky cluster, job id) -> a FAILED job's code
-Found = tuple[str, SkyJob, JobMeta]  # (sky cluster, job, identity)
-_FINISHED = ("SUCCEEDED", "FAILED", "FAILED_SETUP", "FAILED_DRIVER")
 _SKY_LINES = 10  # lines SkyPilot adds after a job's output in ``sky logs``
 _NOT_STARTED = ("INIT", "PENDING")  # no log yet: `sky logs` would wait for one, then say so
 _LISTING_TTL = 15.0  # seconds a listing names a replica's latest job for logs
@@ -195,10 +199,10 @@ class SkyPilotManager:
         fresh = time.monotonic() - self._listed[0] < _STATE_REUSE
         shapes, found = await asyncio.gather(
             self._cluster_nodes(), self._listed_now() if fresh else self._list(join=True))
-        used = _reserved(found)
+        used = reserved(found)
         nodes: list[NodeState] = []
         for cluster in self.config.sky_clusters:
-            nodes.extend(_allocate(shapes.get(cluster, []), used.get(cluster, [])))
+            nodes.extend(allocate(shapes.get(cluster, []), used.get(cluster, [])))
         up = [c for c in self.config.sky_clusters if shapes.get(c)]
         down = [c for c in self.config.sky_clusters if not shapes.get(c)]
         message = f"{len(up)} SkyPilot cluster(s) up" + (
@@ -245,11 +249,11 @@ class SkyPilotManager:
         # a sync round asks state() next, which needs the shapes: `sky status` (once its cache
         # is stale) beside `sky queue`, not after it (a cluster's first round decides Ready)
         found, _ = await asyncio.gather(self._list(join=True), self._shapes_ahead())
-        extra = _duplicates(found)
+        extra = duplicates(found)
         if extra:  # one replica attempt sent twice (see _submit_listing): keep the first
             await self._cancel(extra)
         out = []
-        for name, (cluster, job, meta) in sorted(_latest(found).items()):
+        for name, (cluster, job, meta) in sorted(latest(found).items()):
             out.append(status_of(meta, job, await self._exit_code(cluster, job)))
             del name
         return out
@@ -267,11 +271,11 @@ class SkyPilotManager:
         # the sync round's listing names the job (its id never changes): no `sky queue` first;
         # one not started yet is asked about again only once that listing is a few seconds old
         # (`skyctl logs -f` asks for each replica until they start)
-        got = _latest(self._listed[1]).get(name)
+        got = latest(self._listed[1]).get(name)
         age = time.monotonic() - self._listed[0]
         if (got is None or age > _LISTING_TTL
                 or (got[1].status in _NOT_STARTED and age > _PENDING_REUSE)):
-            got = _latest(await self._list(join=True)).get(name)
+            got = latest(await self._list(join=True)).get(name)
         if got is None:
             raise NotFound(f"replica {name} not found on cluster {self.name}")
         cluster, job, _ = got
@@ -390,7 +394,7 @@ class SkyPilotManager:
 
     async def _exit_code(self, cluster: str, job: SkyJob) -> int | None:
         """A FAILED job's exit status: from its log's marker, read once and remembered."""
-        if job.status not in _FINISHED[1:] or job.exit_codes:
+        if job.status not in FINISHED[1:] or job.exit_codes:
             return None
         key = (cluster, job.job_id)
         if key not in _EXIT_CODES:
@@ -420,7 +424,7 @@ class SkyPilotManager:
     async def _adopt(self, spec: ReplicaSpec, found: list[Found]) -> ReplicaStatus | None:
         """The status of the job already there for this replica (same or higher attempt), or
         None after cancelling what is left of lower attempts."""
-        have = _latest(found).get(spec.name)
+        have = latest(found).get(spec.name)
         if have is None:
             return None
         cluster, job, meta = have
@@ -442,11 +446,11 @@ class SkyPilotManager:
                shapes: dict[str, list[NodeState]]) -> str:
         """The first cluster with room for ``request`` now, else the first where it fits a node
         (it waits in SkyPilot's queue there)."""
-        used = _reserved(found)
+        used = reserved(found)
         fits = [c for c in self.config.sky_clusters
                 if any(request.fits_in(n.capacity) for n in shapes.get(c, []))]
         for cluster in fits:
-            free = _allocate(shapes[cluster], used.get(cluster, []))
+            free = allocate(shapes[cluster], used.get(cluster, []))
             if any(request.fits_in(n.allocatable) for n in free):
                 return cluster
         if not fits:
@@ -458,7 +462,7 @@ class SkyPilotManager:
         ones as deleted."""
         by_cluster: dict[str, list[int]] = {}
         for cluster, job, _ in hits:
-            if job.status not in _FINISHED:
+            if job.status not in FINISHED:
                 by_cluster.setdefault(cluster, []).append(job.job_id)
 
         def cancel(cluster: str, ids: list[int]) -> None:
@@ -466,7 +470,7 @@ class SkyPilotManager:
 
         await asyncio.gather(*(asyncio.to_thread(cancel, c, ids)
                                for c, ids in by_cluster.items()))
-        finished = {f"{c}:{j.job_id}" for c, j, _ in hits if j.status in _FINISHED}
+        finished = {f"{c}:{j.job_id}" for c, j, _ in hits if j.status in FINISHED}
         if finished:
             self._tombstones.save(self._tombstones.load() | finished)
 
@@ -490,7 +494,7 @@ class SkyPilotManager:
         asked = self._listed_from
         hits = [f for f in self._listed[1] if match(f[2])]
         if (time.monotonic() - asked >= _SUBMIT_REUSE or sent >= asked or not hits
-                or any(job.status not in _FINISHED for _, job, _ in hits)
+                or any(job.status not in FINISHED for _, job, _ in hits)
                 or (names is not None and not names <= {m.name for _, _, m in hits})):
             return None
         return hits
@@ -501,59 +505,6 @@ def _retrieved(task: asyncio.Task[Any]) -> None:
     as never retrieved."""
     if not task.cancelled():
         task.exception()
-
-
-def _latest(found: list[Found]) -> dict[str, Found]:
-    """Per replica name, its highest attempt (the first job of that attempt: a second one is
-    the same attempt sent twice, see ``_duplicates``)."""
-    out: dict[str, Found] = {}
-    for item in found:
-        meta = item[2]
-        have = out.get(meta.name)
-        if have is None or meta.attempt > have[2].attempt or (
-                meta.attempt == have[2].attempt and _order(item) < _order(have)):
-            out[meta.name] = item
-    return out
-
-
-def _order(item: Found) -> tuple[int, str]:
-    """Which of two jobs of one replica attempt came first (job ids count per SkyPilot
-    cluster: ties go by cluster name, the same way everywhere)."""
-    return item[1].job_id, item[0]
-
-
-def _duplicates(found: list[Found]) -> list[Found]:
-    """Jobs of a replica attempt other than its first (the attempt was sent twice)."""
-    first: dict[tuple[str, int], Found] = {}
-    extra: list[Found] = []
-    for item in sorted(found, key=_order):
-        key = (item[2].name, item[2].attempt)
-        if key in first:
-            extra.append(item)
-        else:
-            first[key] = item
-    return [f for f in extra if f[1].status not in _FINISHED]
-
-
-def _reserved(found: list[Found]) -> dict[str, list[Resources]]:
-    """Per SkyPilot cluster, what SkyShift's pending and running jobs there reserve."""
-    out: dict[str, list[Resources]] = {}
-    for cluster, job, meta in found:
-        if status_of(meta, job, None).state in (PENDING, RUNNING):
-            out.setdefault(cluster, []).append(meta.reservation)
-    return out
-
-
-def _allocate(nodes: list[NodeState], used: list[Resources]) -> list[NodeState]:
-    """Nodes with each reservation taken from the first node it fits (SkyPilot does not say
-    where a job runs); what fits nowhere is taken from the first node."""
-    free = [n.capacity for n in nodes]
-    for request in sorted(used, key=lambda r: -r.cpus):
-        i = next((k for k, f in enumerate(free) if request.fits_in(f)), 0)
-        if free:
-            free[i] = free[i] - request
-    return [NodeState(name=n.name, capacity=n.capacity, allocatable=f)
-            for n, f in zip(nodes, free, strict=True)]
 
 
 __all__ = ["FAILED", "SkyConfig", "SkyPilotManager"]
