@@ -27,6 +27,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from skyshift.activities.locks import KeyedLocks, lock_key_of
 from skyshift.activities.store import update_status
 from skyshift.activities.teardown import Downtime, TeardownConfig, unreachable_message, with_message
 from skyshift.activities.trust import (
@@ -53,6 +54,7 @@ from skyshift.contract.jobs import (
     SubmitResult,
     TeardownInput,
     TeardownResult,
+    uid8,
 )
 from skyshift.contract.names import SIG_CLUSTER, job_workflow_id
 from skyshift.lifecycle.convert import counts_of, merge_counts
@@ -128,6 +130,12 @@ class ClusterContext:
         # runs its rounds at the manager's ``quick_poll`` for a while (see activities.sync)
         self.submitted = 0.0
         self.kick = asyncio.Event()
+        # per job (uid8): a submit order is carried out and the job's replicas are deleted one
+        # at a time (see activities.orders)
+        self.job_locks = KeyedLocks()
+        # submit orders taken and not carried out yet: order name -> its job's workflow id (such a
+        # job is told when the cluster is lost, like one with replicas here)
+        self.ordering: dict[str, str] = {}
         self._connected = False
 
     async def connect(self) -> ClusterManager:
@@ -159,7 +167,7 @@ class ClusterContext:
         return sorted({
             job_workflow_id(s.namespace, s.job)
             for s in self.table.values() if s.state not in ("Succeeded", "Failed")
-        })
+        } | set(self.ordering.values()))
 
 
 class SignalsFailed(Exception):
@@ -285,6 +293,11 @@ class SkyletActivities:
         with untrusted(act.DELETE_REPLICAS):
             check_names(inp.names, "replica name")
             check_uid(inp.job_uid, "job uid", empty=True)
+        keys = [lock_key_of(n) for n in inp.names] + ([uid8(inp.job_uid)] if inp.job_uid else [])
+        async with self.ctx.job_locks.holding(keys):  # not beside a submit order of the job
+            return await self._delete_replicas(inp)
+
+    async def _delete_replicas(self, inp: DeleteReplicasInput) -> DeleteReplicasResult:
         with compat_errors():
             manager = await self.ctx.connect()
             if inp.names:

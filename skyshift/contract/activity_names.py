@@ -32,6 +32,11 @@ WRITE_ENDPOINTS = "write_endpoints"
 VIEW_LINK = "view_link"
 WRITE_LINK_STATUS = "write_link_status"
 
+# submit orders (activities/orders.py): written and withdrawn by the control worker, carried
+# out by the skylet (activities/order_runner.py)
+POST_SUBMIT_ORDER = "post_submit_order"
+WITHDRAW_SUBMIT_ORDERS = "withdraw_submit_orders"
+
 # the scheduler (activities/scheduling.py)
 ENQUEUE_JOB = "enqueue_job"
 DEQUEUE_JOB = "dequeue_job"

@@ -49,8 +49,12 @@ class JobTemplate:
 
 # Revisions of the job lifecycle that change what a workflow does (JobInput.revision):
 # 1: the search attributes of a workflow task that started a submit wait for its result.
+# 2: replicas are started by a submit order the workflow writes to etcd with a local activity
+#    (``SubmitOrder``), which the cluster's skylet carries out, instead of a submit activity on
+#    the skylet's task queue (3 events and a workflow task of 3 for its result, per submit).
 LATE_VISIBILITY = 1
-REVISION = LATE_VISIBILITY  # what new lifecycles get
+SUBMIT_ORDERS = 2
+REVISION = SUBMIT_ORDERS  # what new lifecycles get
 
 
 @dataclass
@@ -93,6 +97,10 @@ class JobState:
     leftovers: dict[str, list[str]] = field(default_factory=dict)  # cluster -> stale names
     deleting: bool = False
     started: bool = False
+    # submit orders (revision SUBMIT_ORDERS): how many were written, and per cluster how many
+    # since its orders were last withdrawn
+    ordered: int = 0
+    orders: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -143,7 +151,7 @@ class ReplicaReport:
 @dataclass
 class ClusterEvent:
     cluster: str
-    kind: str  # "lost" | "recovered" | "deleted" | DRIFT | PREEMPTED
+    kind: str  # "lost" | "recovered" | "deleted" | DRIFT | PREEMPTED | REJECTED
     message: str = ""
 
 
@@ -153,6 +161,9 @@ DRIFT = "drift"
 # ClusterEvent kind: a higher-priority job needs this job's capacity (``cluster`` is empty,
 # ``message`` says who and why): every replica is deleted and the job goes back to Pending
 PREEMPTED = "preempted"
+# ClusterEvent kind: the cluster refused a submit order for good (``message`` says why): the job
+# fails, as it did when a submit activity failed with a non-retryable error
+REJECTED = "rejected"
 
 
 @dataclass
@@ -360,6 +371,23 @@ class SubmitInput:
     job: JobRef
     cluster: str
     replicas: list[ReplicaSpec]
+
+
+@dataclass
+class SubmitOrder:
+    """A submit for the skylet of ``submit.cluster`` to carry out, stored in etcd under
+    ``submitorders/<cluster>/<name>`` until it is done (or withdrawn by its workflow)."""
+
+    name: str  # <job uid>.<n>: unique per job, n counting the job's orders
+    submit: SubmitInput
+
+
+@dataclass
+class WithdrawOrders:
+    """Remove every order of one job on one cluster (those carried out already are gone)."""
+
+    cluster: str
+    job_uid: str
 
 
 @dataclass

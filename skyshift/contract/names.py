@@ -94,3 +94,14 @@ CLUSTER = SearchAttributeKey.for_keyword("SkyShiftCluster")
 #: the attribute a lifecycle's ``scope`` names (:attr:`.lifecycles.Lifecycle.scope`)
 SCOPE = {"namespace": NAMESPACE, "cluster": CLUSTER}
 SEARCH_ATTRIBUTES = (KIND, NAMESPACE, PHASE, CLUSTER)
+
+
+def order_prefix(uid: str) -> str:
+    """What the names of the submit orders of the job with ``uid`` start with."""
+    return f"o-{uid.replace('-', '').lower()}-"
+
+
+def order_name(uid: str, n: int) -> str:
+    """The ``n``-th submit order of the job with ``uid`` (unique; a DNS label like every
+    name; see activities.orders)."""
+    return f"{order_prefix(uid)}{n}"

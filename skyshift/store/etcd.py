@@ -346,6 +346,19 @@ class ObjectStore:
         )
         return int(resp.deleted)
 
+    async def delete_prefix(self, plural: str, name_prefix: str,
+                            namespace: str | None = None) -> int:
+        """Remove every object of ``plural`` (in ``namespace``) whose name starts with
+        ``name_prefix``, in one request; returns how many were removed."""
+        start = object_key(self.prefix, plural, name_prefix, namespace)
+        request = rpc.DeleteRangeRequest(key=start, range_end=prefix_range_end(start))
+        resp = await self._call(
+            f"delete {describe(plural, name_prefix + '*', namespace)}",
+            lambda c: c.kvstub.DeleteRange(request, timeout=self.timeout, metadata=c.metadata),
+            retry=True,
+        )
+        return int(resp.deleted)
+
     async def guaranteed_update(
         self,
         plural: str,

@@ -22,6 +22,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from skyshift.activities.links import LinkActivities
+from skyshift.activities.orders import OrderActivities
 from skyshift.activities.pipelines import PipelineActivities
 from skyshift.activities.provisioning import ProvisioningActivities
 from skyshift.activities.schedules import ScheduleActivities
@@ -86,6 +87,7 @@ def control_worker(
     sc = ScheduleActivities(store, client)
     ln = LinkActivities(store)
     pv = ProvisioningActivities(store)  # SkyPilot is imported on the first launch, not here
+    orders = OrderActivities(store)
     return Worker(
         client,
         task_queue=task_queue,
@@ -97,7 +99,8 @@ def control_worker(
             pl.start_step, pl.read_step_jobs, pl.delete_owned, pl.write_pipeline_status,
             pl.read_pipeline, sc.sync_schedule, sc.drop_schedule, sc.start_run, sc.read_run,
             sc.stop_run, ln.view_link, ln.write_link_status, pv.provision_cluster,
-            pv.unprovision_cluster, pv.cluster_usage,
+            pv.unprovision_cluster, pv.cluster_usage, orders.post_submit_order,
+            orders.withdraw_submit_orders,
         ],
         workflow_runner=SandboxedWorkflowRunner() if sandbox else UnsandboxedWorkflowRunner(),
         max_cached_workflows=4000,

@@ -31,6 +31,7 @@ from temporalio.worker import Worker
 
 from skyshift.activities.clusters import ClusterContext
 from skyshift.activities.links import ProbeActivities
+from skyshift.activities.order_runner import start_runner
 from skyshift.activities.services import ServiceActivities
 from skyshift.activities.sync import SkyletWithSync, SyncConfig
 from skyshift.compat.base import ClusterManager, create_manager, prepare
@@ -128,6 +129,7 @@ class Skylet:
     worker: Worker
     task: asyncio.Task[None]
     ctx: ClusterContext
+    orders: asyncio.Task[None]  # the cluster's OrderRunner
 
 
 class SkyletManager:
@@ -218,13 +220,17 @@ class SkyletManager:
             graceful_shutdown_timeout=timedelta(seconds=2),
         )
         task = asyncio.create_task(worker.run())
-        self.skylets[name] = Skylet(key, worker, task, ctx)
+        orders = start_runner(acts)  # the submit orders of the job workflows (activities.orders)
+        self.skylets[name] = Skylet(key, worker, task, ctx, orders)
         log.info("skylet for cluster %s polling %s", name, skylet_queue(name))
 
     async def _stop(self, name: str) -> None:
         skylet = self.skylets.pop(name, None)
         if skylet is None:
             return
+        skylet.orders.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await skylet.orders
         with contextlib.suppress(Exception):
             await skylet.worker.shutdown()
         with contextlib.suppress(asyncio.CancelledError, Exception):

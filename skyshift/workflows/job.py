@@ -4,25 +4,27 @@ Pending -> Scheduled -> Running -> Succeeded | Failed, or Deleting at any time. 
 rules live in :mod:`skyshift.workflows.jobstate`; this module sequences them.
 
 What a job costs the Temporal server (the performance budget of docs/architecture.md), for a
-one-replica job that runs to completion on a healthy cluster:
+one-replica job that runs to completion on a healthy cluster (lifecycle revision
+``SUBMIT_ORDERS``, what new jobs get):
 
 * the API's start (the ``ensure`` signal goes only to a workflow already running) -> workflow
   task 1, which runs a *local* activity that signal-with-starts the scheduler with the job
   queued (a marker event in this history, no task round trip);
 * the ``placed`` signal, sent by the scheduler's batch activity (which also wrote status
-  Scheduled) -> workflow task 2 schedules ONE submit activity on ``skylet-<cluster>`` (and
-  leaves the search attributes to the next task);
-* the submit activity creates the replica and itself writes status Running (from the states the
-  cluster returned) -> workflow task 3 only records it (ONE search-attribute upsert: phase and
-  cluster; no etcd write);
-* the replica ends: the skylet's sync sends one ``replicas_changed`` signal -> workflow task 4
-  writes Succeeded with a local activity and completes.
+  Scheduled) -> workflow task 2 writes ONE submit order per cluster to etcd with a local
+  activity (a marker; :mod:`skyshift.activities.orders`). The cluster's skylet carries it out
+  and writes the job's counts (Running) itself; nothing comes back to this workflow for it;
+* the replica ends: the skylet's sync sends one ``replicas_changed`` signal (a start is told
+  with it, or a round later for a job still running) -> workflow task 3 writes Succeeded with a
+  local activity, upserts the search attributes and completes.
 
-So: 4 workflow tasks, 1 activity task, 2 signals and 2 local
-activities per job, 3 workflow tasks and 1 activity until Running. The scheduler's batch
+So: 3 workflow tasks, no activity task, 2 signals and 3 local activities per job. Runs of
+revision ``LATE_VISIBILITY`` and older (started before) schedule a ``submit_replicas`` activity
+on ``skylet-<cluster>`` instead, whose result is a fourth workflow task. The scheduler's batch
 activity and workflow task are shared by every job placed in the same round; a running job
-costs nothing while nothing changes (the skylet looks per cluster, not per job). Restarts,
-failover and scaling add one submit (or delete) activity per affected cluster.
+costs nothing while nothing changes (the skylet looks per cluster, not per job). Restarts add an
+order; failover, scaling and deletion withdraw the orders of the clusters they delete on, then
+one delete activity per affected cluster.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ with workflow.unsafe.imports_passed_through():
         DRIFT,
         LATE_VISIBILITY,
         PREEMPTED,
+        REJECTED,
         RUNNING,
+        SUBMIT_ORDERS,
         ClusterEvent,
         DeleteReplicasInput,
         DequeueRequest,
@@ -56,7 +60,9 @@ with workflow.unsafe.imports_passed_through():
         ReplicaReport,
         ReplicaUpdate,
         SubmitInput,
+        SubmitOrder,
         SubmitResult,
+        WithdrawOrders,
     )
     from skyshift.contract.names import (
         QUERY_STATE,
@@ -65,6 +71,7 @@ with workflow.unsafe.imports_passed_through():
         SIG_REPLICAS,
         WF_JOB,
         job_workflow_id,
+        order_name,
         skylet_queue,
     )
     from skyshift.models.job import TERMINAL_PHASES as TERMINAL
@@ -122,6 +129,9 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
         self.successor: JobInput | None = None
         self.sa: dict[str, str] = {}
         self.preempted: str | None = None  # why, when a higher-priority job evicts this one
+        # revision SUBMIT_ORDERS: replicas start from submit orders in etcd (activities.orders)
+        self.ordering = inp.revision >= SUBMIT_ORDERS
+        self.withdraw: set[str] = set()  # clusters whose orders go before anything else
 
     # ---- signals and queries ----------------------------------------------------------------
 
@@ -217,6 +227,8 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
 
     def _cluster_event(self, e: ClusterEvent) -> None:
         if e.kind in ("lost", "deleted"):
+            if self.s.orders.get(e.cluster):
+                self.withdraw.add(e.cluster)
             entry = self.submits.pop(e.cluster, None)
             if entry is not None:
                 entry[1].cancel()
@@ -231,6 +243,11 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
         elif e.kind == PREEMPTED:
             if js.live_by_cluster(self.s, self.inp) and self.s.phase not in TERMINAL:
                 self.preempted = e.message  # a job holding nothing ignores it (a repeat)
+        elif e.kind == REJECTED and self.ordering:
+            held = any(r.cluster == e.cluster and r.state not in js.FINISHED
+                       for r in self.s.replicas)
+            if held and self.fatal is None:  # else: a refusal of an order since moved away
+                self.fatal = f"cannot run on cluster {e.cluster}: {e.message}"
         elif e.kind == "recovered":
             names = js.leftovers_to_delete(self.s, self.inp, e.cluster)
             if names:
@@ -240,6 +257,8 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
 
     async def _act(self) -> None:
         now = workflow.now().timestamp()
+        if self.withdraw:
+            await self._withdraw(sorted(self.withdraw))
         js.due_restarts(self.s, now)
         stale = self.s.awaiting and now - self.s.requested_at >= self.inp.config.requeue_after
         if js.unplaced(self.s) and (not self.s.awaiting or stale):
@@ -249,6 +268,8 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
                 await self._write_dirty()
             await self._enqueue(now)
         started = False
+        if self.ordering:
+            started = await self._order_all()
         for cluster, recs in js.to_submit(self.s).items():
             if cluster not in self.submits:
                 js.submitted(self.s, cluster, [r.rank for r in recs])
@@ -309,6 +330,39 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
             start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
         )
 
+    async def _order_all(self) -> bool:
+        """Write a submit order for each cluster with replicas to start (one local activity
+        each, in parallel); True when there was any."""
+        orders = js.to_submit(self.s)
+        for cluster, recs in orders.items():
+            js.submitted(self.s, cluster, [r.rank for r in recs])
+        await asyncio.gather(*(self._order(c, recs) for c, recs in orders.items()))
+        return bool(orders)
+
+    async def _order(self, cluster: str, recs: list[ReplicaRecord]) -> None:
+        self.s.ordered += 1
+        self.s.orders[cluster] = self.s.orders.get(cluster, 0) + 1
+        specs = [js.replica_spec(self.inp, self.t, r) for r in recs]
+        ref = JobRef(self.inp.namespace, self.inp.name, self.inp.uid)
+        order = SubmitOrder(order_name(self.inp.uid, self.s.ordered),
+                            SubmitInput(ref, cluster, specs))
+        await workflow.execute_local_activity(
+            act.POST_SUBMIT_ORDER, order, start_to_close_timeout=STORE_TIMEOUT,
+            retry_policy=STORE_RETRY,
+        )
+
+    async def _withdraw(self, clusters: list[str]) -> None:
+        """Withdraw the orders not carried out yet on ``clusters`` (before replicas there are
+        deleted: the skylet never carries one out after that delete)."""
+        clusters = [c for c in clusters if self.s.orders.get(c)]
+        self.withdraw -= set(clusters)
+        for c in clusters:
+            del self.s.orders[c]
+        await asyncio.gather(*(workflow.execute_local_activity(
+            act.WITHDRAW_SUBMIT_ORDERS, WithdrawOrders(c, self.inp.uid),
+            start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+        ) for c in clusters))
+
     async def _submit(self, cluster: str, recs: list[ReplicaRecord], token: int) -> None:
         specs = [js.replica_spec(self.inp, self.t, r) for r in recs]
         ref = JobRef(self.inp.namespace, self.inp.name, self.inp.uid)
@@ -362,6 +416,10 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
             return
         self.t, self.s.generation = got.template, got.generation
         doomed = js.scale(self.s, self.inp, self.t.replicas)
+        if doomed and self.s.orders:
+            # an order may hold doomed ranks: withdrawn, and what else it held ordered again
+            await self._withdraw(sorted(doomed))
+            js.order_again(self.s, set(doomed))
         await asyncio.gather(*(self._delete(c, names) for c, names in doomed.items()))
         await self._write(JobStatusPatch(
             self.inp.namespace, self.inp.name, self.inp.uid, observed_generation=got.generation,
@@ -381,6 +439,7 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
             for _, task in list(self.submits.values()):
                 task.cancel()
             await workflow.wait_condition(lambda: not self.submits)
+        await self._withdraw(sorted(self.s.orders))
         live = js.live_by_cluster(self.s, self.inp)
         done = await asyncio.gather(*(self._delete(c, names) for c, names in live.items()))
         for (cluster, names), ok in zip(live.items(), done, strict=True):
@@ -400,6 +459,7 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
             live = js.live_by_cluster(self.s, self.inp)
             for _, task in list(self.submits.values()):
                 task.cancel()
+            await self._withdraw(sorted(self.s.orders))
             await asyncio.gather(*(self._delete(c, names) for c, names in live.items()))
         self.s.phase, self.s.message = phase, message
         await self._write(JobStatusPatch(
@@ -427,6 +487,7 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
         for _, task in list(self.submits.values()):
             task.cancel()
         await workflow.wait_condition(lambda: not self.submits)
+        await self._withdraw(sorted(self.s.orders))
         clusters = {r.cluster for r in self.s.replicas if r.cluster}
         clusters |= set(self.s.leftovers) | set(self.inp.clusters)
         upsert([(PHASE, "Deleting")], self.sa)
@@ -443,6 +504,7 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
     def _idle(self) -> bool:
         return not (
             self.submits or self.background or self.placements or self.reports or self.events
+            or self.withdraw
             or self.results or self.spec_dirty or self.s.deleting or self.successor or self.fatal
             or self.preempted is not None
         )

@@ -108,6 +108,14 @@ def submitted(s: JobState, cluster: str, ranks: list[int]) -> None:
             r.submitted = True
 
 
+def order_again(s: JobState, clusters: set[str]) -> None:
+    """Replicas on ``clusters`` not known to have started are ordered again (their orders were
+    withdrawn; one carried out already makes the new order a no-op: submit is idempotent)."""
+    for r in s.replicas:
+        if r.cluster in clusters and r.state == PENDING:
+            r.submitted = False
+
+
 def apply_update(
     s: JobState, t: JobTemplate, cfg: JobConfig, cluster: str, u: ReplicaUpdate, now: float
 ) -> str | None:

@@ -24,6 +24,7 @@ from temporalio.worker import Worker
 from skyshift.activities.scheduling import cluster_infos
 from skyshift.contract import activity_names as act
 from skyshift.contract.jobs import (
+    ClusterEvent,
     ClusterJobsInput,
     ClusterStatusPatch,
     DeleteReplicasInput,
@@ -39,13 +40,15 @@ from skyshift.contract.jobs import (
     RemoveObjectInput,
     ReplicaUpdate,
     SubmitInput,
+    SubmitOrder,
     SubmitResult,
     SyncInput,
     SyncResult,
     TeardownInput,
     TeardownResult,
+    WithdrawOrders,
 )
-from skyshift.contract.names import CONTROL_QUEUE, skylet_queue
+from skyshift.contract.names import CONTROL_QUEUE, SIG_CLUSTER, job_workflow_id, skylet_queue
 from skyshift.models.quantity import Resources
 from skyshift.scheduler import schedule_batch
 from skyshift.workflows.cluster import ClusterWorkflow
@@ -146,6 +149,22 @@ class Fakes:
             ]
         )
 
+    @activity.defn(name=act.POST_SUBMIT_ORDER)
+    async def post_submit_order(self, order: SubmitOrder) -> None:
+        """Written to etcd; with ``submit_error`` the skylet refuses it (a ``rejected`` event)."""
+        self.calls.append(("post_submit_order", order))
+        if self.submit_error:
+            job = order.submit.job
+            event = ClusterEvent(order.submit.cluster, "rejected", "it can never run")
+            handle = activity.client().get_workflow_handle(job_workflow_id(job.namespace,
+                                                                           job.name))
+            await handle.signal(SIG_CLUSTER, event)
+
+    @activity.defn(name=act.WITHDRAW_SUBMIT_ORDERS)
+    async def withdraw_submit_orders(self, inp: WithdrawOrders) -> int:
+        self.calls.append(("withdraw_submit_orders", inp))
+        return 0
+
     # ---- skylet queues ---------------------------------------------------------------------
 
     @activity.defn(name=act.SUBMIT_REPLICAS)
@@ -186,6 +205,8 @@ class Fakes:
             self.write_cluster_status,
             self.notify_cluster_jobs,
             self.place_batch,
+            self.post_submit_order,
+            self.withdraw_submit_orders,
         ]
 
     def skylet(self) -> list[Callable[..., Any]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from dataclasses import replace
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
@@ -14,7 +13,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from skyshift.contract.jobs import (
     DRIFT,
+    LATE_VISIBILITY,
     REVISION,
+    SUBMIT_ORDERS,
     ClusterEvent,
     JobConfig,
     JobInput,
@@ -25,6 +26,7 @@ from skyshift.contract.jobs import (
     ReplicaReport,
     ReplicaUpdate,
     SpecChanged,
+    SubmitInput,
     replica_name,
 )
 from skyshift.contract.names import (
@@ -39,6 +41,33 @@ from skyshift.workflows.job import JobWorkflow
 from tests.workflows.fakes import STARTED, Fakes, cpus, unique, workers
 
 pytestmark = pytest.mark.asyncio
+LIFECYCLE = {"revision": 0}
+
+
+@pytest.fixture(autouse=True, params=[LATE_VISIBILITY, REVISION], ids=["submit-activity",
+                                                                        "submit-orders"])
+def revision(request: pytest.FixtureRequest) -> int:
+    """Every test runs on the lifecycle new jobs get and on the one before it (running
+    workflows of that revision keep it): replicas started by a submit activity, or by a submit
+    order in etcd that the skylet carries out (activities.orders)."""
+    LIFECYCLE["revision"] = request.param
+    return int(request.param)
+
+
+def ordering() -> bool:
+    return LIFECYCLE["revision"] >= SUBMIT_ORDERS
+
+
+def submits_now(fakes: Fakes) -> list[SubmitInput]:
+    """The submits asked of the clusters so far: activities, or orders written."""
+    if ordering():
+        return [o.submit for o in fakes.of("post_submit_order")]
+    return list(fakes.of("submit_replicas"))
+
+
+async def submits(fakes: Fakes, count: int = 1) -> list[SubmitInput]:
+    await fakes.wait_for("post_submit_order" if ordering() else "submit_replicas", count)
+    return submits_now(fakes)
 
 
 def job(replicas: int = 1, policy: str = "OnFailure", max_restarts: int = 3,
@@ -48,6 +77,7 @@ def job(replicas: int = 1, policy: str = "OnFailure", max_restarts: int = 3,
         template=JobTemplate(run="true", resources=cpus(1), replicas=replicas,
                              restart_policy=policy, max_restarts=max_restarts),
         config=JobConfig(backoff_base=backoff, backoff_max=8.0, history_limit=history_limit),
+        revision=LIFECYCLE["revision"],
     )
 
 
@@ -78,7 +108,7 @@ async def test_runs_to_success(workflow_env: WorkflowEnvironment) -> None:
         inp = job(replicas=2)
         h = await start(workflow_env.client, q, inp)
         await place(h, fakes, 1, {a: 2})
-        submit = (await fakes.wait_for("submit_replicas"))[0]
+        submit = (await submits(fakes))[0]
         assert [s.name for s in submit.replicas] == [
             replica_name(inp.name, inp.uid, 0), replica_name(inp.name, inp.uid, 1)]
         # the adapter gets the job's policy (Kubernetes runs Always replicas as Deployments)
@@ -97,17 +127,20 @@ async def test_search_attributes_show_the_phase_the_submit_led_to(
 ) -> None:
     """What the Temporal UI shows of a job: Running on its cluster once its replica started,
     set in one visibility update (none for the moment between placement and the submit's
-    result, which the submit's result ends anyway)."""
+    result, which the submit's result ends anyway; with submit orders, none until the skylet's
+    first report of the replica)."""
     fakes, a = Fakes(), unique("a")
     async with workers(workflow_env.client, fakes, [a]) as q:
-        inp = replace(job(), revision=REVISION)  # what job_input gives a new lifecycle
+        inp = job()
         # started as the starter does: the phase Pending set at start
         h = await workflow_env.client.start_workflow(
             JobWorkflow.run, inp, id=f"job/{inp.namespace}/{inp.name}", task_queue=q,
             search_attributes=TypedSearchAttributes([SearchAttributePair(PHASE, "Pending")]))
         STARTED.append(h)
         await place(h, fakes, 1, {a: 1})
-        await fakes.wait_for("submit_replicas")
+        await submits(fakes)
+        if ordering():
+            await report(h, inp, a, 0, 0, "Running")
         for _ in range(200):
             if (await h.query(JobWorkflow.state)).phase == "Running":
                 break
@@ -127,16 +160,16 @@ async def test_restart_with_backoff_then_failed(workflow_env: WorkflowEnvironmen
         inp = job(max_restarts=2)
         h = await start(workflow_env.client, q, inp)
         await place(h, fakes, 1, {a: 1})
-        await fakes.wait_for("submit_replicas", 1)
+        await submits(fakes, 1)
         for attempt, backoff in ((0, 1.0), (1, 2.0)):
             await report(h, inp, a, 0, attempt, "Failed", 3)
             await fakes.wait_for("write_job_status", attempt + 1)  # the restart count
             before = await workflow_env.get_current_time()
             await workflow_env.sleep(backoff)  # skip the backoff
-            await fakes.wait_for("submit_replicas", attempt + 2)
+            await submits(fakes, attempt + 2)
             waited = (await workflow_env.get_current_time() - before).total_seconds()
             assert waited >= backoff - 0.1, waited
-            resubmit = fakes.of("submit_replicas")[-1]
+            resubmit = submits_now(fakes)[-1]
             assert resubmit.replicas[0].attempt == attempt + 1
             assert resubmit.cluster == a
         await report(h, inp, a, 0, 2, "Failed", 3)
@@ -154,7 +187,7 @@ async def test_stale_reports_are_ignored(workflow_env: WorkflowEnvironment) -> N
         inp = job(policy="Never")
         h = await start(workflow_env.client, q, inp)
         await place(h, fakes, 1, {a: 1})
-        await fakes.wait_for("submit_replicas")
+        await submits(fakes)
         await report(h, inp, b, 0, 0, "Failed", 1)  # wrong cluster
         await report(h, inp, a, 0, 5, "Failed", 1)  # wrong attempt
         await report(h, inp, a, 0, 0, "Succeeded", 0)
@@ -167,12 +200,12 @@ async def test_failover_replaces_elsewhere_and_cleans_up(workflow_env: WorkflowE
         inp = job(replicas=2)
         h = await start(workflow_env.client, q, inp)
         await place(h, fakes, 1, {a: 2})
-        await fakes.wait_for("submit_replicas")
+        await submits(fakes)
         await h.signal(SIG_CLUSTER, ClusterEvent(a, "lost", "gone"))
         again = (await fakes.wait_for("enqueue_job", 2))[1]
         assert again.request.replicas == 2 and again.current == {}
         await h.signal(SIG_PLACED, Placement(again.seq, {b: 2}))
-        moved = (await fakes.wait_for("submit_replicas", 2))[1]
+        moved = (await submits(fakes, 2))[1]
         assert moved.cluster == b and len(moved.replicas) == 2
         # a late report from the lost cluster must not count
         await report(h, inp, a, 0, 0, "Failed", 1)
@@ -197,14 +230,14 @@ async def test_replicas_queued_in_a_lost_cluster_move_like_running_ones(
         inp = job(replicas=2)
         h = await start(workflow_env.client, q, inp)
         await place(h, fakes, 1, {a: 2})
-        await fakes.wait_for("submit_replicas")
+        await submits(fakes)
         await report(h, inp, a, 0, 0, "Running")
         await report(h, inp, a, 1, 0, "Pending")  # waiting in the cluster's queue
         await h.signal(SIG_CLUSTER, ClusterEvent(a, "lost", "gone"))
         again = (await fakes.wait_for("enqueue_job", 2))[1]
         assert again.request.replicas == 2 and again.current == {}
         await h.signal(SIG_PLACED, Placement(again.seq, {b: 2}))
-        moved = (await fakes.wait_for("submit_replicas", 2))[1]
+        moved = (await submits(fakes, 2))[1]
         assert moved.cluster == b and [s.rank for s in moved.replicas] == [0, 1]
         await h.signal(SIG_CLUSTER, ClusterEvent(a, "recovered"))
         cleanup = (await fakes.wait_for("delete_replicas"))[0]
@@ -220,7 +253,7 @@ async def test_scaling_up_and_down(workflow_env: WorkflowEnvironment) -> None:
         inp = job(replicas=1, policy="Always")
         h = await start(workflow_env.client, q, inp)
         await place(h, fakes, 1, {a: 1})
-        await fakes.wait_for("submit_replicas")
+        await submits(fakes)
         assert inp.template is not None
         bigger = JobTemplate(**{**inp.template.__dict__, "replicas": 3})
         fakes.read_result = ReadJobResult(True, 2, bigger)
@@ -228,7 +261,7 @@ async def test_scaling_up_and_down(workflow_env: WorkflowEnvironment) -> None:
         more = (await fakes.wait_for("enqueue_job", 2))[1]
         assert more.request.replicas == 2 and more.current == {a: 1}
         await h.signal(SIG_PLACED, Placement(more.seq, {a: 2}))
-        added = (await fakes.wait_for("submit_replicas", 2))[1]
+        added = (await submits(fakes, 2))[1]
         assert [s.rank for s in added.replicas] == [1, 2]
         fakes.read_result = ReadJobResult(True, 3, JobTemplate(**{**bigger.__dict__,
                                                                   "replicas": 1}))
@@ -249,7 +282,7 @@ async def test_deletion_tears_down_everywhere_then_removes(
         inp = job(replicas=2, policy="Always")
         h = await start(workflow_env.client, q, inp)
         await place(h, fakes, 1, {a: 1, b: 1})
-        await fakes.wait_for("submit_replicas", 2)
+        await submits(fakes, 2)
         await h.signal(SIG_ENSURE, JobInput(**{**inp.__dict__, "deleting": True}))
         assert await h.result() == "Deleted"
     names = fakes.names()
@@ -299,18 +332,18 @@ async def test_continue_as_new_keeps_state(workflow_env: WorkflowEnvironment) ->
         h = await start(workflow_env.client, q, inp)
         first_run = (await h.describe()).run_id
         await place(h, fakes, 1, {a: 2})
-        await fakes.wait_for("submit_replicas")
+        await submits(fakes)
         for attempt in range(4):
             await report(h, inp, a, 0, attempt, "Failed", 1)
-            await fakes.wait_for("submit_replicas", attempt + 2)
+            await submits(fakes, attempt + 2)
             await workflow_env.sleep(0.1)
         state: JobState = await h.query(JobWorkflow.state)
         assert (await h.describe()).run_id != first_run
         assert state.restarts == 4 and state.replicas[0].attempt == 4
         assert [r.cluster for r in state.replicas] == [a, a]
         await report(h, inp, a, 1, 0, "Failed", 1)  # still tracked after continue-as-new
-        await fakes.wait_for("submit_replicas", 6)
-        assert fakes.of("submit_replicas")[-1].replicas[0].rank == 1
+        await submits(fakes, 6)
+        assert submits_now(fakes)[-1].replicas[0].rank == 1
         await h.signal(SIG_ENSURE, JobInput(**{**inp.__dict__, "deleting": True}))
         assert await h.result() == "Deleted"
 
@@ -326,10 +359,11 @@ async def test_status_of_a_move_is_written_before_asking_for_a_new_placement(
         inp = job()
         h = await start(workflow_env.client, q, inp)
         await place(h, fakes, 1, {a: 1})
-        await fakes.wait_for("submit_replicas")
+        await submits(fakes)
         await h.signal(SIG_CLUSTER, ClusterEvent(a, "deleted", "cluster deleted"))
         await fakes.wait_for("enqueue_job", 2)
-    after_event = fakes.names()[fakes.names().index("submit_replicas") + 1:]
+    first = "post_submit_order" if ordering() else "submit_replicas"
+    after_event = fakes.names()[fakes.names().index(first) + 1:]
     moving = [i for i, (n, p) in enumerate(fakes.calls) if n == "write_job_status"
               and p.message and "moving 1 replicas" in p.message]
     assert moving, after_event
@@ -354,7 +388,7 @@ async def test_a_placement_that_arrives_before_its_enqueue_is_taken_not_asked_ag
             start_signal=SIG_PLACED, start_signal_args=[Placement(1, {a: 2})],
         )
         STARTED.append(h)
-        submit = (await fakes.wait_for("submit_replicas"))[0]
+        submit = (await submits(fakes))[0]
         assert submit.cluster == a and len(submit.replicas) == 2
         assert not fakes.of("enqueue_job")
         for rank in (0, 1):
@@ -371,7 +405,7 @@ async def test_drift_writes_the_workflows_placement_back(workflow_env: WorkflowE
         inp = job()
         h = await start(workflow_env.client, q, inp)
         await place(h, fakes, 1, {a: 1})
-        await fakes.wait_for("submit_replicas")
+        await submits(fakes)
         await report(h, inp, a, 0, 0, "Running")
         before = len(fakes.of("write_job_status"))
         await h.signal(SIG_CLUSTER, ClusterEvent(a, DRIFT, "stored placement misses it"))
