@@ -51,7 +51,9 @@ class JobTemplate:
 # 1: the search attributes of a workflow task that started a submit wait for its result.
 # 2: replicas are started by a submit order the workflow writes to etcd with a local activity
 #    (``SubmitOrder``), which the cluster's skylet carries out, instead of a submit activity on
-#    the skylet's task queue (3 events and a workflow task of 3 for its result, per submit).
+#    the skylet's task queue (3 events and a workflow task of 3 for its result, per submit); and
+#    the wait for a placement has no ``requeue_after`` timer (2 events): the control worker's
+#    requeue sweep (workers/requeue.py) tells a job whose request the scheduler lost.
 LATE_VISIBILITY = 1
 SUBMIT_ORDERS = 2
 REVISION = SUBMIT_ORDERS  # what new lifecycles get
@@ -64,7 +66,9 @@ class JobConfig:
     backoff_base: float = 1.0  # first restart waits this long, doubling per restart
     backoff_max: float = 60.0
     history_limit: int = 2000  # continue-as-new past this many events (or when suggested)
-    requeue_after: float = 600.0  # re-enqueue at the scheduler if no placement came by then
+    # re-enqueue at the scheduler if no placement came by then (revisions before SUBMIT_ORDERS;
+    # later ones wait without a timer and are told by the control worker's requeue sweep)
+    requeue_after: float = 600.0
     teardown_timeout: float = 60.0  # per cluster; a cluster that is away is cleaned on return
 
 
@@ -254,6 +258,22 @@ class SchedulerState:
     queue: list[QueueEntry] = field(default_factory=list)
     reservations: list[Reservation] = field(default_factory=list)
     epoch: int = 0
+
+
+@dataclass
+class QueueView:
+    """What the scheduler holds: the first run of its continue-as-new chain (another one means
+    it was replaced, and with it the queue) and the keys (``<ns>/<name>``) of the queued jobs."""
+
+    run: str
+    keys: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Requeue:
+    """The scheduler does not hold this job's placement request: send it again."""
+
+    reason: str = ""
 
 
 @dataclass

@@ -80,10 +80,12 @@ SIG_RULES = "rules_changed"  # control worker -> scheduler: RulesChanged
 SIG_SCALE = "scale"  # scheduler -> cluster: ScaleRequest
 SIG_REFRESH = "refresh"  # anyone -> service: look at the matching jobs now (Refresh)
 SIG_CHILD_ENDED = "child_ended"  # job / pipeline -> owner workflow: ChildEnded
+SIG_REQUEUE = "requeue"  # control worker -> job: ask the scheduler again (Requeue)
 
 QUERY_STATE = "state"  # -> job / service / scheduler / pipeline: its state dataclass
 QUERY_PHASE = "phase"  # -> cluster: its phase (str)
 QUERY_DEPTH = "depth"  # metrics -> scheduler: how many jobs are queued (int)
+QUERY_QUEUE = "queue"  # control worker -> scheduler: QueueView (its run chain, queued keys)
 
 # ---- search attributes of every SkyShift workflow (registered by the dev stack and `up`) ----
 

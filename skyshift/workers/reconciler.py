@@ -25,6 +25,9 @@ repaired, ``grace`` later.
 Temporal answers again after an outage (:mod:`skyshift.workers.temporal_watch`), since objects
 created meanwhile were written to etcd while their workflows could not start, and the API's own
 retries (:mod:`skyshift.api.lifecycle_retry`) die with an API server that restarted meanwhile.
+
+Each pass also runs the requeue sweep over the jobs it listed (:mod:`skyshift.workers.requeue`):
+jobs waiting for a placement the scheduler no longer holds ask for it again.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from skyshift.lifecycle.convert import parse_time
 from skyshift.models.registry import kind_info
 from skyshift.store import ObjectStore, list_in_pages
 from skyshift.workers.common import cancel_and_wait
+from skyshift.workers.requeue import RequeueSweep
 
 log = logging.getLogger(__name__)
 QUERY = (
@@ -65,6 +69,7 @@ class Reconciler:
         self._skip_grace = False
         #: passes run because of :meth:`wake` (for logs and tests)
         self.woken_passes = 0
+        self.requeue = RequeueSweep(client)
 
     def wake(self) -> None:
         """Run a pass now, ensuring recent objects too (Temporal is back after an outage)."""
@@ -113,10 +118,19 @@ class Reconciler:
         running = await self._running()
         started = 0
         for lc in LIFECYCLES:
-            for obj in await list_in_pages(self.store, kind_info(lc.kind).plural):
+            objs = await list_in_pages(self.store, kind_info(lc.kind).plural)
+            for obj in objs:
                 if self._missing(lc, obj, running):
                     started += await self._ensure(obj)
+            if lc.kind == "Job":
+                await self._sweep(objs)
         return started
+
+    async def _sweep(self, jobs: list[dict[str, Any]]) -> None:
+        try:
+            await self.requeue.sweep(jobs, self._recent)
+        except Exception as exc:  # the next pass sweeps again
+            log.warning("requeue sweep failed: %s", exc)
 
     @staticmethod
     def _missing(lc: Lifecycle, obj: dict[str, Any], running: dict[str, str]) -> bool:

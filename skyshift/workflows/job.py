@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         ReplicaRecord,
         ReplicaReport,
         ReplicaUpdate,
+        Requeue,
         SubmitInput,
         SubmitOrder,
         SubmitResult,
@@ -69,6 +70,7 @@ with workflow.unsafe.imports_passed_through():
         SIG_CLUSTER,
         SIG_PLACED,
         SIG_REPLICAS,
+        SIG_REQUEUE,
         WF_JOB,
         job_workflow_id,
         order_name,
@@ -132,6 +134,7 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
         # revision SUBMIT_ORDERS: replicas start from submit orders in etcd (activities.orders)
         self.ordering = inp.revision >= SUBMIT_ORDERS
         self.withdraw: set[str] = set()  # clusters whose orders go before anything else
+        self.requeue = False  # the scheduler does not hold this job's request (workers/requeue)
 
     # ---- signals and queries ----------------------------------------------------------------
 
@@ -146,6 +149,10 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
     @workflow.signal(name=SIG_CLUSTER)
     def cluster_event(self, e: ClusterEvent) -> None:
         self.events.append(e)
+
+    @workflow.signal(name=SIG_REQUEUE)
+    def requeued(self, r: Requeue) -> None:
+        self.requeue = True
 
     @workflow.query(name=QUERY_STATE)
     def state(self) -> JobState:
@@ -183,7 +190,8 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
     def _has_input(self) -> bool:
         return bool(
             self.placements or self.reports or self.events or self.results or self.spec_dirty
-            or self.preempted is not None or self.s.deleting or self.fatal is not None
+            or self.requeue or self.preempted is not None or self.s.deleting
+            or self.fatal is not None
             or (js.to_submit(self.s) and any(c not in self.submits for c in js.to_submit(self.s)))
         )
 
@@ -192,7 +200,9 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
         due = js.next_restart(self.s)
         if due is not None:
             return timedelta(seconds=max(due - now, 0.001))
-        if self.s.awaiting:
+        if self.s.awaiting and not self.ordering:
+            # Revision SUBMIT_ORDERS waits without a timer (started and cancelled: 2 events per
+            # job): the control worker's sweep tells it when the scheduler lost its request
             left = self.s.requested_at + self.inp.config.requeue_after - now
             return timedelta(seconds=max(left, 0.001))
         return None
@@ -260,7 +270,10 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
         if self.withdraw:
             await self._withdraw(sorted(self.withdraw))
         js.due_restarts(self.s, now)
-        stale = self.s.awaiting and now - self.s.requested_at >= self.inp.config.requeue_after
+        stale = self.s.awaiting and (
+            self.requeue
+            or (not self.ordering and now - self.s.requested_at >= self.inp.config.requeue_after))
+        self.requeue = False
         if js.unplaced(self.s) and (not self.s.awaiting or stale):
             # Status first: the placement the scheduler writes must come after ours, or ours
             # (from before the placement) overwrites it and the job shows no placement at all.
@@ -506,6 +519,7 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
             self.submits or self.background or self.placements or self.reports or self.events
             or self.withdraw
             or self.results or self.spec_dirty or self.s.deleting or self.successor or self.fatal
+            or self.requeue
             or self.preempted is not None
         )
 

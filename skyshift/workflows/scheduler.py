@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         PlaceBatchInput,
         PlaceBatchResult,
         QueueEntry,
+        QueueView,
         Reservation,
         RulesChanged,
         SchedulerInput,
@@ -44,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from skyshift.contract.names import (
         QUERY_DEPTH,
+        QUERY_QUEUE,
         QUERY_STATE,
         SIG_CAPACITY,
         SIG_DEQUEUE,
@@ -156,6 +158,11 @@ class SchedulerWorkflow:
     @workflow.query(name=QUERY_STATE)
     def state(self) -> SchedulerState:
         return SchedulerState(list(self.queue.values()), list(self.reservations), self.epoch)
+
+    @workflow.query(name=QUERY_QUEUE)
+    def queued(self) -> QueueView:
+        """For the control worker's requeue sweep (workers/requeue.py)."""
+        return QueueView(workflow.info().first_execution_run_id, sorted(self.queue))
 
     @workflow.query(name=QUERY_DEPTH)
     def depth(self) -> int:

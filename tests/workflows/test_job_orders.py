@@ -24,9 +24,17 @@ from skyshift.contract.jobs import (
     JobTemplate,
     Placement,
     ReadJobResult,
+    Requeue,
     SpecChanged,
 )
-from skyshift.contract.names import SIG_CLUSTER, SIG_ENSURE, SIG_PLACED, SIG_SPEC, order_name
+from skyshift.contract.names import (
+    SIG_CLUSTER,
+    SIG_ENSURE,
+    SIG_PLACED,
+    SIG_REQUEUE,
+    SIG_SPEC,
+    order_name,
+)
 from skyshift.workflows.job import JobWorkflow
 from tests.workflows.fakes import Fakes, cpus, unique, workers
 from tests.workflows.record import replays
@@ -188,3 +196,30 @@ async def test_a_refusal_fails_the_job_but_not_one_from_a_cluster_it_left(
         assert await h.result() == "Failed"
     final = fakes.of("write_job_status")[-1]
     assert final.message == f"cannot run on cluster {b}: no such image"
+
+
+async def test_it_waits_for_its_placement_without_a_timer_and_asks_again_when_told(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """No requeue_after timer (2 events per job): the control worker's sweep tells a job whose
+    request the scheduler lost (workers/requeue.py); it asks again, and takes only the answer
+    to the new request."""
+    fakes, a = Fakes(), unique("a")
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        inp = job()
+        h = await start(workflow_env.client, q, inp)
+        first = (await fakes.wait_for("enqueue_job"))[0]
+        await workflow_env.sleep(3600.0)  # far past requeue_after: nothing happens by itself
+        assert len(fakes.of("enqueue_job")) == 1
+        await h.signal(SIG_REQUEUE, Requeue("not queued"))
+        again = (await fakes.wait_for("enqueue_job", 2))[1]
+        assert again.seq == first.seq + 1
+        await h.signal(SIG_PLACED, Placement(first.seq, {a: 1}))  # the lost request's answer
+        await h.signal(SIG_PLACED, Placement(again.seq, {a: 1}))
+        await fakes.wait_for("post_submit_order")
+        await report(h, inp, a, 0, 0, "Succeeded", 0)
+        assert await h.result() == "Succeeded"
+        types = [e.event_type async for e in h.fetch_history_events()]
+        await replays(h, "job_orders_requeued")
+    assert EventType.EVENT_TYPE_TIMER_STARTED not in types
+    assert len(fakes.of("post_submit_order")) == 1
