@@ -145,6 +145,7 @@ class OrderRunner:
             log.warning("cluster %s: dropped a forged or invalid submit order %s: %s",
                         self.ctx.name, name, exc)
             await self._remove(name)
+            self.announced.discard(name)
             return
         job = order.submit.job
         self.ctx.ordering[name] = job_workflow_id(job.namespace, job.name)
@@ -190,7 +191,7 @@ class OrderRunner:
                         job.namespace, job.name, exc or type(exc).__name__)
             return False
         except CompatError as exc:  # Permanent, Unsupported, NotFound: retrying cannot fix it
-            return await self._reject(order, f"{type(exc).__name__}: {exc}")
+            return await self._reject(order, str(exc))  # the activity's message was this
         finally:
             RESUBMIT.reset(retry)
         record_ordered(self.ctx, statuses)

@@ -33,7 +33,7 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from skyshift.contract import activity_names as act
@@ -359,10 +359,17 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
         ref = JobRef(self.inp.namespace, self.inp.name, self.inp.uid)
         order = SubmitOrder(order_name(self.inp.uid, self.s.ordered),
                             SubmitInput(ref, cluster, specs))
-        await workflow.execute_local_activity(
-            act.POST_SUBMIT_ORDER, order, start_to_close_timeout=STORE_TIMEOUT,
-            retry_policy=STORE_RETRY,
-        )
+        try:
+            await workflow.execute_local_activity(
+                act.POST_SUBMIT_ORDER, order, start_to_close_timeout=STORE_TIMEOUT,
+                retry_policy=STORE_RETRY,
+            )
+        except (ActivityError, ApplicationError) as err:  # refused by the checks of trust.py
+            why = permanent_cause(err)  # (a local activity's failure comes as its cause)
+            if why is None:
+                raise
+            if self.fatal is None:
+                self.fatal = f"cannot run on cluster {cluster}: {why}"
 
     async def _withdraw(self, clusters: list[str]) -> None:
         """Withdraw the orders not carried out yet on ``clusters`` (before replicas there are

@@ -61,6 +61,7 @@ class Fakes:
     calls: list[tuple[str, Any]] = field(default_factory=list)
     submit_state: str = "Running"
     submit_error: str = ""  # non-retryable error type to raise from submit
+    order_error: str = ""  # the message of a refusal of a submit order by the control worker
     read_result: ReadJobResult | None = None
     # scheduler: cluster -> allocatable cpus (one node each), as etcd would show it
     allocatable: dict[str, float] = field(default_factory=dict)
@@ -153,6 +154,8 @@ class Fakes:
     async def post_submit_order(self, order: SubmitOrder) -> None:
         """Written to etcd; with ``submit_error`` the skylet refuses it (a ``rejected`` event)."""
         self.calls.append(("post_submit_order", order))
+        if self.order_error:
+            raise ApplicationError(self.order_error, type="InvalidInput", non_retryable=True)
         if self.submit_error:
             job = order.submit.job
             event = ClusterEvent(order.submit.cluster, "rejected", "it can never run")

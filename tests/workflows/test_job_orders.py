@@ -223,3 +223,19 @@ async def test_it_waits_for_its_placement_without_a_timer_and_asks_again_when_to
         await replays(h, "job_orders_requeued")
     assert EventType.EVENT_TYPE_TIMER_STARTED not in types
     assert len(fakes.of("post_submit_order")) == 1
+
+
+async def test_an_order_the_control_worker_refuses_fails_the_job(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """The order's checks (activities.trust) refuse it: the job fails with the reason, as it
+    did when the submit activity refused its input, instead of the workflow failing."""
+    fakes, a = Fakes(order_error="post_submit_order: refused a forged or invalid input: x"), \
+        unique("a")
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        h = await start(workflow_env.client, q, job())
+        await place(h, fakes, 1, {a: 1})
+        res = await h.result()
+        assert res == "Failed"
+    final = fakes.of("write_job_status")[-1]
+    assert final.message == f"cannot run on cluster {a}: {fakes.order_error}"
