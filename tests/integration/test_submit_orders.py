@@ -9,7 +9,9 @@ every e2e and fault test (tests/faults/test_lifecycle_*.py count lost and duplic
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -89,6 +91,20 @@ def skylet(store: ObjectStore, manager: Manager) -> tuple[SkyletActivities, Clie
     return SkyletActivities(ctx, store, client), client  # type: ignore[arg-type]
 
 
+@contextlib.asynccontextmanager
+async def running(acts: SkyletActivities, settle: float = 0.0,
+                  **kwargs: Any) -> AsyncIterator[None]:
+    """The cluster's OrderRunner for the block (``settle``: seconds to let it list and watch
+    before the block writes orders)."""
+    task = asyncio.create_task(OrderRunner(acts, **kwargs).run())
+    try:
+        await asyncio.sleep(settle)
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 async def until(check: Any, timeout: float = 10.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not await check():
@@ -103,13 +119,9 @@ async def no_orders(store: ObjectStore) -> bool:
 async def test_an_order_is_carried_out_once_and_deleted(store: ObjectStore) -> None:
     job, manager = await a_job(store), Manager()
     acts, client = skylet(store, manager)
-    runner = asyncio.create_task(OrderRunner(acts).run())
-    try:
-        await asyncio.sleep(0.2)  # the runner follows the orders now
+    async with running(acts, settle=0.2):
         await OrderActivities(store).post_submit_order(order(job))
         await until(lambda: no_orders(store))
-    finally:
-        runner.cancel()
     names = [replica_name(job.name, job.uid, r) for r in range(2)]
     assert manager.submits == [(names, False)]  # written after the runner started: not a retry
     obj = await store.get("jobs", job.name, job.namespace)
@@ -125,11 +137,8 @@ async def test_an_order_left_by_an_earlier_skylet_is_flagged_as_maybe_done(
     await OrderActivities(store).post_submit_order(order(job))
     await OrderActivities(store).post_submit_order(order(job))  # a retried local activity
     acts, _ = skylet(store, manager)
-    runner = asyncio.create_task(OrderRunner(acts).run())
-    try:
+    async with running(acts):
         await until(lambda: no_orders(store))
-    finally:
-        runner.cancel()
     assert [resubmit for _, resubmit in manager.submits] == [True]
 
 
@@ -138,17 +147,13 @@ async def test_a_withdrawn_order_is_not_carried_out(store: ObjectStore) -> None:
     runner took before that waits for the job's lock (held by the delete) and finds it gone."""
     job, manager = await a_job(store), Manager()
     acts, _ = skylet(store, manager)
-    runner = asyncio.create_task(OrderRunner(acts).run())
-    try:
-        await asyncio.sleep(0.2)
+    async with running(acts, settle=0.2):
         async with acts.ctx.job_locks.holding([uid8(job.uid)]):  # a delete of the job's
             await OrderActivities(store).post_submit_order(order(job))
             await asyncio.sleep(0.3)  # taken by the runner, waiting for the lock
             gone = await OrderActivities(store).withdraw_submit_orders(
                 WithdrawOrders("c1", job.uid))
         await asyncio.sleep(0.3)
-    finally:
-        runner.cancel()
     assert gone == 1 and manager.submits == []
     assert await no_orders(store)
 
@@ -169,13 +174,9 @@ async def test_withdrawing_removes_only_that_jobs_orders_on_that_cluster(
 async def test_a_cluster_that_cannot_take_it_now_gets_it_again(store: ObjectStore) -> None:
     job, manager = await a_job(store), Manager(fail=[Transient("slurmctld is restarting")])
     acts, client = skylet(store, manager)
-    runner = asyncio.create_task(OrderRunner(acts, retry=0.2).run())
-    try:
-        await asyncio.sleep(0.2)
+    async with running(acts, retry=0.2, settle=0.2):
         await OrderActivities(store).post_submit_order(order(job))
         await until(lambda: no_orders(store))
-    finally:
-        runner.cancel()
     assert [resubmit for _, resubmit in manager.submits] == [False, True]
     assert not client.signals
 
@@ -183,13 +184,9 @@ async def test_a_cluster_that_cannot_take_it_now_gets_it_again(store: ObjectStor
 async def test_a_refusal_is_told_to_the_job(store: ObjectStore) -> None:
     job, manager = await a_job(store), Manager(fail=[Permanent("image not allowed here")])
     acts, client = skylet(store, manager)
-    runner = asyncio.create_task(OrderRunner(acts).run())
-    try:
-        await asyncio.sleep(0.2)
+    async with running(acts, settle=0.2):
         await OrderActivities(store).post_submit_order(order(job))
         await until(lambda: no_orders(store))
-    finally:
-        runner.cancel()
     [(wf_id, signal, event)] = client.signals
     assert (wf_id, signal) == (f"job/{job.namespace}/{job.name}", SIG_CLUSTER)
     assert event.kind == REJECTED and "image not allowed here" in event.message
@@ -206,9 +203,6 @@ async def test_a_forged_order_is_dropped_unrun(store: ObjectStore) -> None:
         await OrderActivities(store).post_submit_order(forged)
     await store.create(ORDERS, order_object(forged))  # written around the activity
     acts, _ = skylet(store, manager)
-    runner = asyncio.create_task(OrderRunner(acts).run())
-    try:
+    async with running(acts):
         await until(lambda: no_orders(store))
-    finally:
-        runner.cancel()
     assert manager.submits == []
