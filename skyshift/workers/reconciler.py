@@ -117,18 +117,19 @@ class Reconciler:
         self._grace_now = 0.0 if skip_grace else self.grace
         running = await self._running()
         started = 0
+        listed: dict[str, list[dict[str, Any]]] = {}
         for lc in LIFECYCLES:
-            objs = await list_in_pages(self.store, kind_info(lc.kind).plural)
+            objs = listed[lc.kind] = await list_in_pages(self.store, kind_info(lc.kind).plural)
             for obj in objs:
                 if self._missing(lc, obj, running):
                     started += await self._ensure(obj)
-            if lc.kind == "Job":
-                await self._sweep(objs)
+        await self._sweep(listed["Job"], listed["Cluster"])
         return started
 
-    async def _sweep(self, jobs: list[dict[str, Any]]) -> None:
+    async def _sweep(self, jobs: list[dict[str, Any]], clusters: list[dict[str, Any]]) -> None:
+        names = {str((c.get("metadata") or {}).get("name")) for c in clusters}
         try:
-            await self.requeue.sweep(jobs, self._recent)
+            await self.requeue.sweep(jobs, self._recent, names)
         except Exception as exc:  # the next pass sweeps again
             log.warning("requeue sweep failed: %s", exc)
 

@@ -14,6 +14,11 @@ over the jobs it lists anyway:
   still Pending or Scheduled is sent it: one whose answer was lost with the old scheduler shows
   Scheduled in etcd while its workflow still waits.
 
+* a job whose status places replicas on a cluster that no longer exists (in two passes in a
+  row) is told that cluster was deleted, as the cluster's teardown tells the jobs it finds:
+  one whose replicas were only ordered there, with the cluster's skylet already gone, has no
+  search attribute naming the cluster for the teardown's fallback to find it by.
+
 A job that does not wait for a placement ignores the signal; one that does asks the scheduler
 again (signal-with-start, so a scheduler that is gone is started). Two control workers sweeping
 side by side send a job two signals, and the scheduler keeps the newer request.
@@ -23,12 +28,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from skyshift.contract.jobs import QueueView, Requeue
-from skyshift.contract.names import QUERY_QUEUE, SCHEDULER_ID, SIG_REQUEUE, job_workflow_id
+from skyshift.contract.jobs import ClusterEvent, QueueView, Requeue
+from skyshift.contract.names import (
+    QUERY_QUEUE,
+    SCHEDULER_ID,
+    SIG_CLUSTER,
+    SIG_REQUEUE,
+    job_workflow_id,
+)
 from skyshift.lifecycle.convert import desired_replicas
 from skyshift.models.base import Obj
 from skyshift.models.job import TERMINAL_PHASES
@@ -56,15 +68,44 @@ def waiting(obj: Obj) -> str:
     return "scheduled" if phase == "Scheduled" else ""
 
 
+def stranded(obj: Obj, clusters: set[str]) -> list[str]:
+    """The clusters an unfinished job's status places replicas on that no longer exist."""
+    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    if meta.get("deletionTimestamp") or status.get("phase") in TERMINAL_PHASES:
+        return []
+    return sorted(c for c, n in (status.get("placement") or {}).items()
+                  if n and c not in clusters)
+
+
 class RequeueSweep:
     def __init__(self, client: Client) -> None:
         self.client = client
         self.run: str | None = None  # the scheduler's run chain at the last pass
         self.suspects: set[Key] = set()  # missing from the queue at the last pass
+        self.on_gone: set[tuple[Key, str]] = set()  # placed on a cluster gone, last pass
+        self.told_gone: set[tuple[Key, str]] = set()  # ... and told so already
 
-    async def sweep(self, jobs: list[Obj], recent: Callable[[Obj], bool]) -> int:
-        """One pass over ``jobs`` (objects within the reconciler's grace are left alone);
-        returns how many jobs were told."""
+    async def sweep(self, jobs: list[Obj], recent: Callable[[Obj], bool],
+                    clusters: set[str] | None = None) -> int:
+        """One pass over ``jobs`` (objects within the reconciler's grace are left alone; the
+        names of the Clusters that exist: ``clusters``); returns how many jobs were told."""
+        told = 0 if clusters is None else await self._stranded(jobs, recent, clusters)
+        return told + await self._requeue(jobs, recent)
+
+    async def _stranded(self, jobs: list[Obj], recent: Callable[[Obj], bool],
+                        clusters: set[str]) -> int:
+        gone = {(key_of(o), c) for o in jobs if not recent(o) for c in stranded(o, clusters)}
+        # told once: a job keeps a cluster gone in its placement for its finished replicas
+        tell = (gone & self.on_gone) - self.told_gone
+        self.on_gone, self.told_gone = gone, (self.told_gone & gone) | tell
+        for (ns, name), cluster in sorted(tell):
+            log.info("requeue: %s/%s is placed on cluster %s, which no longer exists",
+                     ns, name, cluster)
+            event = ClusterEvent(cluster, "deleted", f"cluster {cluster} no longer exists")
+            await self._signal(ns, name, SIG_CLUSTER, event)
+        return len(tell)
+
+    async def _requeue(self, jobs: list[Obj], recent: Callable[[Obj], bool]) -> int:
         why = {key_of(o): w for o in jobs if (w := waiting(o)) and not recent(o)}
         if not why:
             self.suspects = set()
@@ -99,9 +140,12 @@ class RequeueSweep:
 
     async def _tell(self, keys: list[Key], reason: str) -> None:
         for ns, name in keys:
-            try:
-                await self.client.get_workflow_handle(job_workflow_id(ns, name)).signal(
-                    SIG_REQUEUE, Requeue(reason))
-            except RPCError as exc:
-                if exc.status != RPCStatusCode.NOT_FOUND:
-                    raise
+            await self._signal(ns, name, SIG_REQUEUE, Requeue(reason))
+
+    async def _signal(self, ns: str, name: str, signal: str, payload: Any) -> None:
+        try:
+            await self.client.get_workflow_handle(job_workflow_id(ns, name)).signal(
+                signal, payload)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise

@@ -10,8 +10,8 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift.contract.jobs import QueueView
-from skyshift.contract.names import SIG_REQUEUE
-from skyshift.workers.requeue import RequeueSweep, waiting
+from skyshift.contract.names import SIG_CLUSTER, SIG_REQUEUE
+from skyshift.workers.requeue import RequeueSweep, stranded, waiting
 
 
 def job(name: str, phase: str = "Pending", placement: dict[str, int] | None = None,
@@ -117,3 +117,27 @@ async def test_no_running_scheduler_has_every_waiting_job_ask_again(gone: str) -
     sweep = RequeueSweep(client)  # type: ignore[arg-type]
     assert await sweep.sweep([job("queued")], fresh) == 1
     assert client.told() == ["job/ns/queued"]
+
+
+def test_which_clusters_a_job_is_stranded_on() -> None:
+    running = job("a", "Running", {"x": 1, "y": 1}, replicas=2)
+    assert stranded(running, {"y"}) == ["x"]
+    assert stranded(running, {"x", "y"}) == []
+    assert stranded(job("b", "Succeeded", {"x": 1}), set()) == []
+    assert stranded(job("c", "Running", {"x": 1}, deleting=True), set()) == []
+
+
+@pytest.mark.asyncio
+async def test_a_job_placed_on_a_cluster_that_is_gone_is_told_once() -> None:
+    """Its replicas there were only ordered, and the cluster's skylet was already gone: nothing
+    else tells it (the teardown's fallback finds jobs by a search attribute it does not have
+    yet). Told once per cluster, as its finished replicas keep the cluster in its placement."""
+    client = Client(QueueView("run-1"))
+    sweep = RequeueSweep(client)  # type: ignore[arg-type]
+    jobs = [job("moving", "Scheduled", {"gone": 1}), job("fine", "Running", {"here": 1})]
+    assert await sweep.sweep(jobs, fresh, {"here"}) == 0  # once may be a status behind
+    assert await sweep.sweep(jobs, fresh, {"here"}) == 1
+    [(wf_id, name)] = client.signals
+    assert (wf_id, name) == ("job/ns/moving", SIG_CLUSTER)
+    for _ in range(3):
+        assert await sweep.sweep(jobs, fresh, {"here"}) == 0
