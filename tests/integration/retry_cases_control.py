@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from skyshift.activities.orders import OrderActivities
 from skyshift.activities.pipelines import PipelineActivities
 from skyshift.activities.provisioning import ProvisioningActivities
 from skyshift.activities.schedules import ScheduleActivities
 from skyshift.activities.scheduling import SchedulingActivities
 from skyshift.activities.service_store import ServiceStoreActivities
 from skyshift.activities.store import StoreActivities
+from skyshift.compat.types import ReplicaSpec
 from skyshift.contract import activity_names as act
 from skyshift.contract.jobs import (
     ClusterEvent,
@@ -23,14 +25,19 @@ from skyshift.contract.jobs import (
     ClusterStatusPatch,
     DequeueRequest,
     EnqueueRequest,
+    JobRef,
     JobStatusPatch,
     PlaceBatchInput,
     QueueEntry,
     ReadJobInput,
     RemoveObjectInput,
+    SubmitInput,
+    SubmitOrder,
+    WithdrawOrders,
+    replica_name,
 )
 from skyshift.contract.links import LinkRef, LinkStatusPatch
-from skyshift.contract.names import job_workflow_id
+from skyshift.contract.names import job_workflow_id, order_name
 from skyshift.contract.pipelines import (
     OWNER_UID_ANNOTATION,
     PIPELINE_LABEL,
@@ -129,6 +136,30 @@ async def notify_cluster_jobs(w: World) -> Prepared:
 
     # the count is of jobs told by this attempt; what matters is who was told what
     return Prepared(acts.notify_cluster_jobs, inp, move_on=finished, same=lambda r: None)
+
+
+async def post_submit_order(w: World) -> Prepared:
+    job = await add_job(w.store, "pso")
+    ref = JobRef(NS, "pso", uid(job))
+    spec = ReplicaSpec(replica_name("pso", uid(job), 0), "pso", NS, uid(job), 0, run="true")
+    order = SubmitOrder(order_name(uid(job), 1), SubmitInput(ref, "c1", [spec]))
+    # the retry finds its order written: one order, as after one attempt
+    return Prepared(OrderActivities(w.store).post_submit_order, order)
+
+
+async def withdraw_submit_orders(w: World) -> Prepared:
+    job = await add_job(w.store, "wso")
+    ref = JobRef(NS, "wso", uid(job))
+    acts = OrderActivities(w.store)
+    for n in (1, 2):
+        spec = ReplicaSpec(replica_name("wso", uid(job), 0), "wso", NS, uid(job), 0, run="true",
+                           attempt=n - 1)
+        await acts.post_submit_order(SubmitOrder(order_name(uid(job), n),
+                                                 SubmitInput(ref, "c1", [spec])))
+    # the result counts the orders this attempt removed (2, then 0); what a skylet sees is
+    # that none is left
+    return Prepared(acts.withdraw_submit_orders, WithdrawOrders("c1", uid(job)),
+                    same=lambda r: None)
 
 
 # ---- services and links in etcd --------------------------------------------------------------
@@ -416,4 +447,5 @@ CONTROL_CASES: dict[str, Case] = {
     act.READ_PIPELINE: read_pipeline,
     act.SYNC_SCHEDULE: sync_schedule, act.DROP_SCHEDULE: drop_schedule,
     act.START_RUN: start_run, act.READ_RUN: read_run, act.STOP_RUN: stop_run,
+    act.POST_SUBMIT_ORDER: post_submit_order, act.WITHDRAW_SUBMIT_ORDERS: withdraw_submit_orders,
 }
