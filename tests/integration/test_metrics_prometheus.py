@@ -163,11 +163,12 @@ def test_prometheus_scrapes_every_process_and_answers_every_panel(tmp_path: Path
         assert up == {"api": f"127.0.0.1:{base}", "control": f"127.0.0.1:{base + 1}",
                       "skylet-manager": f"127.0.0.1:{base + 2}"}  # fmt: skip
 
-        made = skyctl(stack, "create", "job", "measured", "--run", "sleep 6", "--cpus", "0.1",
+        made = skyctl(stack, "create", "job", "measured", "--run", "sleep 10", "--cpus", "0.1",
                       "--restart_policy", "Never")  # fmt: skip
         assert made.returncode == 0, made.stderr
-        # the gauge follows the job through its phases (the reconciler would take an hour)
-        wait(lambda: phase(stack, "measured") == "Running", "job never Running")
+        # the gauge follows the job through its phases (the reconciler would take an hour),
+        # watched through the scrape alone: a `skyctl get` per poll under load took longer than
+        # a short job's Running (a fresh run missed it) before the gauge was even looked at
         wait(lambda: control_jobs(stack).get("Running") == 1, "skyshift_jobs missed Running")
         wait(lambda: phase(stack, "measured") == "Succeeded", "job never Succeeded")
         wait(lambda: control_jobs(stack).get("Succeeded") == 1, "skyshift_jobs missed Succeeded")
