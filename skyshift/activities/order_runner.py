@@ -58,10 +58,9 @@ def record_ordered(ctx: ClusterContext, statuses: list[ReplicaStatus]) -> None:
     loop tells the job later; one already finished is not recorded, so the next round reports
     it."""
     for r in statuses:
-        if r.state == "Pending":
+        if r.state in ("Pending", "Running"):
             ctx.record([r])
-        elif r.state == "Running":
-            ctx.record([r])
+        if r.state == "Running":
             ctx.held[r.name] = ctx.rounds
 
 
@@ -76,7 +75,7 @@ class OrderRunner:
         self.recheck = recheck
         self.retry = retry
         self.running: dict[str, asyncio.Task[None]] = {}
-        # orders that failed for now: name -> (failures, when to try again, time.monotonic())
+        # orders that failed for now: name -> (failures, when to try again: time.monotonic())
         self.failed: dict[str, tuple[int, float]] = {}
         self.tried: set[str] = set()  # orders this runner submitted at least once
         self.announced: set[str] = set()  # orders seen written after this runner started

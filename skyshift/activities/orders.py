@@ -37,7 +37,6 @@ from skyshift.models.base import Obj
 from skyshift.store import AlreadyExists, ObjectStore
 
 ORDERS = "submitorders"  # the store's plural; the namespace is the cluster's name
-__all__ = ["ORDERS", "OrderActivities", "check_order", "order_object", "order_of"]
 
 
 def check_order(order: SubmitOrder) -> None:

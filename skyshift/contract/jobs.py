@@ -398,7 +398,7 @@ class SubmitOrder:
     """A submit for the skylet of ``submit.cluster`` to carry out, stored in etcd under
     ``submitorders/<cluster>/<name>`` until it is done (or withdrawn by its workflow)."""
 
-    name: str  # <job uid>.<n>: unique per job, n counting the job's orders
+    name: str  # names.order_name: o-<job uid>-<n>, n counting the job's orders
     submit: SubmitInput
 
 
