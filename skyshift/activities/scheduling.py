@@ -46,20 +46,16 @@ from skyshift.contract.jobs import (
     PlaceOutcome,
     QueueEntry,
     Reservation,
-    SchedulerInput,
 )
 from skyshift.contract.names import (
-    CONTROL_QUEUE,
     SCHEDULER_ID,
     SIG_DEQUEUE,
-    SIG_ENQUEUE,
-    SIG_PLACED,
     SIG_SCALE,
-    WF_SCHEDULER,
     cluster_workflow_id,
 )
 from skyshift.contract.provision import ScaleRequest, expected_seconds, min_nodes
 from skyshift.lifecycle.convert import nodes_from_status, queue_from_status
+from skyshift.lifecycle.enqueue import enqueue, tell_placed
 from skyshift.metrics import PLACEMENT_LATENCY
 from skyshift.models.base import Obj
 from skyshift.models.job import placement_labels
@@ -305,10 +301,7 @@ class SchedulingActivities:
         """Signal-with-start the scheduler: it exists after this, with the job queued."""
         with untrusted(act.ENQUEUE_JOB):
             check_job_request(req.request.key, req.request.uid, req.workflow_id)
-        await self.client.start_workflow(
-            WF_SCHEDULER, SchedulerInput(), id=SCHEDULER_ID, task_queue=CONTROL_QUEUE,
-            start_signal=SIG_ENQUEUE, start_signal_args=[req],
-        )
+        await enqueue(self.client, req)
 
     @activity.defn(name=act.DEQUEUE_JOB)
     async def dequeue_job(self, req: DequeueRequest) -> None:
@@ -476,7 +469,9 @@ class SchedulingActivities:
                 decision = prior.decision
                 out.message = decision.message
             placement = Placement(req.seq, dict(decision.assignments), decision.message)
-            await self.client.get_workflow_handle(req.workflow_id).signal(SIG_PLACED, placement)
+            if not await tell_placed(self.client, req.workflow_id, req.request, placement):
+                out.status = "gone"
+                return out
             out.status, out.assignments = "placed", dict(decision.assignments)
             if not req.current and req.request.created > 0:  # a first placement, not a move
                 PLACEMENT_LATENCY.observe(max(time.time() - req.request.created, 0.0))

@@ -126,6 +126,10 @@ class JobInput:
     # workflow's input, so a replay of an older run behaves as that run did, without the
     # marker (and TemporalChangeVersion visibility update) ``workflow.patched`` costs per job.
     revision: int = 0
+    # The starter sent this run's first placement request (sequence number 1) beside its start,
+    # which it delayed until the scheduler's answer: the workflow does not enqueue itself for it
+    # (:mod:`skyshift.contract.enqueue`). Set only by a start that sent the request.
+    enqueued: bool = False
 
 
 @dataclass

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -65,6 +67,7 @@ from skyshift.contract.names import (
 )
 from skyshift.contract.pipelines import ScheduleInput
 from skyshift.lifecycle.convert import cluster_input, job_input, status_clusters
+from skyshift.lifecycle.enqueue import START_DELAY, plan_start, send_first
 from skyshift.lifecycle.pipeline_convert import pipeline_input
 from skyshift.lifecycle.service_convert import service_input
 from skyshift.models.base import Obj
@@ -103,16 +106,26 @@ async def _signal_with_start(
     inp = inp or INPUTS[lc.kind](obj)
     wf_id = lc.workflow_id(getattr(inp, "namespace", None), inp.name)
     start = functools.partial(
-        client.start_workflow, lc.workflow, inp, id=wf_id, task_queue=CONTROL_QUEUE,
+        client.start_workflow, lc.workflow, id=wf_id, task_queue=CONTROL_QUEUE,
         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
         memo={"uid": _meta(obj).get("uid") or ""},
         search_attributes=TypedSearchAttributes(_attributes(lc, obj, inp)),
     )
     if signal_only_running:
+        # A new job's first placement request goes beside its start (lifecycle/enqueue.py);
+        # a job started by the signal-with-start below (a race) enqueues itself
+        first = None
+        if lc.kind == "Job":
+            inp, first = plan_start(inp, time.time())
         with contextlib.suppress(WorkflowAlreadyStartedError):
-            await start(id_conflict_policy=WorkflowIDConflictPolicy.FAIL)
+            await start(inp, id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                        start_delay=START_DELAY if first is not None else None)
+            if first is not None:
+                await send_first(client, first)
             return wf_id
-    await start(id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        if first is not None:
+            inp = replace(inp, enqueued=False)
+    await start(inp, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 start_signal=signal, start_signal_args=[payload])
     return wf_id
 

@@ -5,26 +5,31 @@ rules live in :mod:`skyshift.workflows.jobstate`; this module sequences them.
 
 What a job costs the Temporal server (the performance budget of docs/architecture.md), for a
 one-replica job that runs to completion on a healthy cluster (lifecycle revision
-``SUBMIT_ORDERS``, what new jobs get):
+``SUBMIT_ORDERS`` and started with its first request sent, ``JobInput.enqueued``: what new jobs
+get):
 
-* the API's start (the ``ensure`` signal goes only to a workflow already running) -> workflow
-  task 1, which runs a *local* activity that signal-with-starts the scheduler with the job
-  queued (a marker event in this history, no task round trip);
-* the ``placed`` signal, sent by the scheduler's batch activity (which also wrote status
-  Scheduled) -> workflow task 2 writes ONE submit order per cluster to etcd with a local
-  activity (a marker; :mod:`skyshift.activities.orders`). The cluster's skylet carries it out
-  and writes the job's counts (Running) itself; nothing comes back to this workflow for it;
+* the API's start (the ``ensure`` signal goes only to a workflow already running), delayed, and
+  beside it the job's first placement request to the scheduler (:mod:`skyshift.contract.enqueue`);
+* the ``placed`` signal, a signal-with-start by the scheduler's batch activity (which also wrote
+  status Scheduled), ends the delay -> workflow task 1 sees the start and the placement and
+  writes ONE submit order per cluster to etcd with a local activity (a marker;
+  :mod:`skyshift.activities.orders`). The cluster's skylet carries it out and writes the job's
+  counts (Running) itself; nothing comes back to this workflow for it;
 * the replica ends: the skylet's sync sends one ``replicas_changed`` signal (a start is told
-  with it, or a round later for a job still running) -> workflow task 3 writes Succeeded with a
+  with it, or a round later for a job still running) -> workflow task 2 writes Succeeded with a
   local activity, upserts the search attributes and completes.
 
-So: 3 workflow tasks, no activity task, 2 signals and 3 local activities per job. Runs of
-revision ``LATE_VISIBILITY`` and older (started before) schedule a ``submit_replicas`` activity
-on ``skylet-<cluster>`` instead, whose result is a fourth workflow task. The scheduler's batch
-activity and workflow task are shared by every job placed in the same round; a running job
-costs nothing while nothing changes (the skylet looks per cluster, not per job). Restarts add an
-order; failover, scaling and deletion withdraw the orders of the clusters they delete on, then
-one delete activity per affected cluster.
+So: 2 workflow tasks, no activity task, 2 signals and 2 local activities per job (13 history
+events). Runs started without ``enqueued`` (before it, or by a signal-with-start that found no
+workflow) enqueue themselves with a local activity in their first workflow task and take the
+placement in a second (17 events); those of
+``LATE_VISIBILITY`` and older schedule a ``submit_replicas`` activity on ``skylet-<cluster>``
+instead of the order, whose result is one more workflow task. A job the scheduler cannot place
+within the start delay runs its first task then and waits. The scheduler's batch activity and
+workflow task are shared by every job placed in the same round; a running job costs nothing
+while nothing changes (the skylet looks per cluster, not per job). Restarts add an order;
+failover, scaling and deletion withdraw the orders of the clusters they delete on, then one
+delete activity per affected cluster.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from skyshift.contract import activity_names as act
+    from skyshift.contract.enqueue import enqueued_at_start, job_request
     from skyshift.contract.jobs import (
         DRIFT,
         LATE_VISIBILITY,
@@ -77,7 +83,6 @@ with workflow.unsafe.imports_passed_through():
         skylet_queue,
     )
     from skyshift.models.job import TERMINAL_PHASES as TERMINAL
-    from skyshift.scheduler.types import JobRequest
     from skyshift.workflows import jobstate as js
     from skyshift.workflows.common import (
         CLUSTER,
@@ -135,6 +140,9 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
         self.ordering = inp.revision >= SUBMIT_ORDERS
         self.withdraw: set[str] = set()  # clusters whose orders go before anything else
         self.requeue = False  # the scheduler does not hold this job's request (workers/requeue)
+        if enqueued_at_start(inp):  # the starter sent request 1 (contract.enqueue)
+            self.s.seq = self.s.awaiting = 1
+            self.s.requested_at = inp.created
 
     # ---- signals and queries ----------------------------------------------------------------
 
@@ -328,14 +336,7 @@ class JobWorkflow(StateLifecycle[JobInput, JobState]):
             self.early = [p for p in self.early if p.seq > self.s.seq]
             self.placements.extend(answer)
             return
-        t = self.t
-        req = JobRequest(
-            key=f"{self.inp.namespace}/{self.inp.name}", uid=self.inp.uid,
-            namespace=self.inp.namespace, labels=dict(t.labels), priority=t.priority,
-            created=self.inp.created or now, replicas=len(js.unplaced(self.s)),
-            per_replica=t.resources, filters=list(t.filters), preferences=list(t.preferences),
-            preemption=t.preemption_policy,
-        )
+        req = job_request(self.inp, self.t, len(js.unplaced(self.s)), now)
         current = js.placement_of(self.s)
         wf_id = job_workflow_id(self.inp.namespace, self.inp.name)
         await workflow.execute_local_activity(

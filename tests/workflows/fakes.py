@@ -222,6 +222,9 @@ class Fakes:
 
 
 STARTED: list[Any] = []  # handles of workflows started by tests (terminated after each test)
+#: the fakes of each running control worker, by its task queue (a test's starter records the
+#: first placement request it sends beside a job's start as the worker's enqueue_job call)
+BY_QUEUE: dict[str, Fakes] = {}
 
 
 async def start(client: Client, run: Any, arg: Any, wf_id: str, queue: str) -> Any:
@@ -265,7 +268,11 @@ async def workers(client: Client, fakes: Fakes, clusters: list[str]) -> AsyncIte
         fakes.skylet(),
         clusters,
     ) as queue:
-        yield queue
+        BY_QUEUE[queue] = fakes
+        try:
+            yield queue
+        finally:
+            BY_QUEUE.pop(queue, None)
 
 
 def cpus(n: float) -> Resources:

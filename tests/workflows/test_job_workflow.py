@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
@@ -37,21 +39,24 @@ from skyshift.contract.names import (
     SIG_REPLICAS,
     SIG_SPEC,
 )
+from skyshift.lifecycle.enqueue import plan_start
 from skyshift.workflows.job import JobWorkflow
-from tests.workflows.fakes import STARTED, Fakes, cpus, unique, workers
+from tests.workflows.fakes import BY_QUEUE, STARTED, Fakes, cpus, unique, workers
 
 pytestmark = pytest.mark.asyncio
-LIFECYCLE = {"revision": 0}
+LIFECYCLE = {"revision": 0, "enqueued": 0}
 
 
-@pytest.fixture(autouse=True, params=[LATE_VISIBILITY, REVISION], ids=["submit-activity",
-                                                                        "submit-orders"])
-def revision(request: pytest.FixtureRequest) -> int:
-    """Every test runs on the lifecycle new jobs get and on the one before it (running
-    workflows of that revision keep it): replicas started by a submit activity, or by a submit
-    order in etcd that the skylet carries out (activities.orders)."""
-    LIFECYCLE["revision"] = request.param
-    return int(request.param)
+@pytest.fixture(autouse=True, params=[(LATE_VISIBILITY, 0), (REVISION, 0), (REVISION, 1)],
+                ids=["submit-activity", "submit-orders", "enqueued-at-start"])
+def revision(request: pytest.FixtureRequest) -> Iterator[int]:
+    """Every test runs on the lifecycle new jobs get and on the ones before it (running
+    workflows keep theirs): replicas started by a submit activity, or by a submit order in etcd
+    that the skylet carries out (activities.orders); the job enqueueing itself, or its first
+    request sent by the starter beside the start (contract.enqueue), as the API does."""
+    LIFECYCLE["revision"], LIFECYCLE["enqueued"] = request.param
+    yield int(request.param[0])
+    LIFECYCLE.update(revision=0, enqueued=0)  # the modules that import start() get neither
 
 
 def ordering() -> bool:
@@ -82,10 +87,17 @@ def job(replicas: int = 1, policy: str = "OnFailure", max_restarts: int = 3,
 
 
 async def start(client: Client, queue: str, inp: JobInput) -> WorkflowHandle[JobWorkflow, str]:
+    """Start the job's workflow; in the enqueued-at-start mode as the API's starter does, with
+    its first request to the scheduler (the fake's enqueue_job call) beside it."""
+    first = None
+    if LIFECYCLE["enqueued"]:
+        inp, first = plan_start(inp, time.time())
     h = await client.start_workflow(
         JobWorkflow.run, inp, id=f"job/{inp.namespace}/{inp.name}", task_queue=queue
     )
     STARTED.append(h)
+    if first is not None:
+        BY_QUEUE[queue].calls.append(("enqueue_job", first))
     return h
 
 
