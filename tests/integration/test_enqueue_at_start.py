@@ -14,8 +14,10 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistoryEventFilterType
 
-from skyshift.contract.enqueue import START_DELAY
+from skyshift.contract.enqueue import START_DELAY, first_enqueue
+from skyshift.contract.jobs import JobInput, JobTemplate, Placement
 from skyshift.contract.names import SIG_PLACED, job_workflow_id
+from skyshift.lifecycle.enqueue import tell_placed
 from tests.fixtures.temporal import LifecycleStack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration]
@@ -86,3 +88,21 @@ async def test_a_job_deleted_while_it_waits_does_not_wait_for_the_delay(
 
 async def _gone(s: LifecycleStack, name: str) -> bool:
     return await s.get("jobs", name) is None
+
+
+async def test_an_answer_for_a_job_without_a_workflow_starts_nothing_that_stays(
+    lifecycle_stack: LifecycleStack,
+) -> None:
+    """The scheduler's signal-with-start where no job workflow is kept makes one of the orphan
+    input, which ends at once, and reports the job gone; where a finished one is kept, the
+    start is refused: gone too."""
+    s = lifecycle_stack
+    s.start_in_process(skylets=False)
+    inp = JobInput("default", "ea-none", "u-1", template=JobTemplate(run="true"))
+    first = first_enqueue(inp, 1.0)
+    assert first is not None
+    placement = Placement(1, {"nowhere": 1})
+    assert not await tell_placed(s.client, first.workflow_id, first.request, placement)
+    handle = s.client.get_workflow_handle(first.workflow_id)
+    assert await handle.result() == "Failed"
+    assert not await tell_placed(s.client, first.workflow_id, first.request, placement)
