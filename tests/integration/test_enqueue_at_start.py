@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHistoryEventFilterType
 
 from skyshift.contract.enqueue import START_DELAY, first_enqueue
@@ -26,7 +27,7 @@ SIGNALED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
 TASK_SCHEDULED = EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED
 
 
-async def history(s: LifecycleStack, name: str) -> list[object]:
+async def history(s: LifecycleStack, name: str) -> list[HistoryEvent]:
     handle = s.client.get_workflow_handle(job_workflow_id("default", name))
     return [e async for e in handle.fetch_history_events()]
 
@@ -42,13 +43,13 @@ async def test_the_placement_is_in_the_first_workflow_task(
     job = await s.job_phase("ea-job", "Succeeded", timeout=90)
     assert job["status"]["placement"] == {"ea-a": 1}
     events = await history(s, "ea-job")
-    types = [e.event_type for e in events]  # type: ignore[attr-defined]
-    started = events[0].workflow_execution_started_event_attributes  # type: ignore[attr-defined]
+    types = [e.event_type for e in events]
+    started = events[0].workflow_execution_started_event_attributes
     assert started.first_workflow_task_backoff.ToTimedelta() == START_DELAY
     assert started.input.payloads  # the starter's input, with `enqueued` set
     first_task = types.index(TASK_SCHEDULED)
-    signals = [e.workflow_execution_signaled_event_attributes.signal_name  # type: ignore[attr-defined]
-               for e in events[:first_task] if e.event_type == SIGNALED]  # type: ignore[attr-defined]
+    signals = [e.workflow_execution_signaled_event_attributes.signal_name
+               for e in events[:first_task] if e.event_type == SIGNALED]
     assert signals == [SIG_PLACED], types
     # the order and the final status: no enqueue of its own, no activity, no timer
     assert types.count(EventType.EVENT_TYPE_MARKER_RECORDED) == 2, types
