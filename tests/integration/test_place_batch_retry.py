@@ -46,13 +46,18 @@ class Handle:
 
 
 class Recorder:
-    """Temporal's client as the activity uses it: every signal it sends, in order."""
+    """Temporal's client as the activity uses it: every signal it sends, in order (a placement
+    goes as a signal-with-start of the job's workflow, lifecycle/enqueue.tell_placed)."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, str, Any]] = []
 
     def get_workflow_handle(self, wf_id: str) -> Handle:
         return Handle(self.sent, wf_id)
+
+    async def start_workflow(self, workflow: Any, arg: Any = None, *, id: str,
+                             start_signal: str, start_signal_args: list[Any], **_: Any) -> None:
+        self.sent.append((id, start_signal, start_signal_args[0]))  # a running job's workflow
 
     def placements(self) -> dict[str, Placement]:
         return {wf: arg for wf, name, arg in self.sent if name == SIG_PLACED}
