@@ -424,12 +424,17 @@ class SimK8sCluster:
         return resp.status_code == 200, f"{component}: HTTP {resp.status_code}"
 
     def _nodes_ready(self, http: httpx.Client) -> tuple[bool, str]:
+        """Every fake node Ready and with its InternalIP: the address the apiserver reaches
+        kwok's kubelet by for logs and exec (a node without one answers them with "no
+        preferred addresses found")."""
         resp = http.get("/api/v1/nodes")
         resp.raise_for_status()
         ready = [
             n for n in resp.json()["items"]
             if any(c["type"] == "Ready" and c["status"] == "True"
                    for c in n.get("status", {}).get("conditions") or [])
+            and any(a.get("type") == "InternalIP" and a.get("address")
+                    for a in n.get("status", {}).get("addresses") or [])
         ]
         return len(ready) >= self.record.nodes, f"{len(ready)}/{self.record.nodes} nodes ready"
 
@@ -508,10 +513,15 @@ class SimK8sCluster:
         self._stop("kube-apiserver", grace)
 
     def start_apiserver(self, timeout: float = 120.0) -> None:
+        """Start the apiserver again (after a test stopped it) and wait until its nodes are
+        Ready with their address again, as a start does: logs and exec reach kwok by it."""
         t0 = time.monotonic()
         self._ensure("kube-apiserver")
         self._wait("kube-apiserver", lambda: self._component_ok("kube-apiserver"),
                    t0 + timeout, lambda _m: None, t0)
+        with self._http() as http:
+            self._wait("kwok nodes", lambda: self._nodes_ready(http), t0 + timeout,
+                       lambda _m: None, t0)
 
     def stop(self, grace: float = 5.0) -> None:
         for component in reversed(COMPONENTS):
