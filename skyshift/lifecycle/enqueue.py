@@ -11,7 +11,7 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from skyshift.contract.enqueue import START_DELAY, first_enqueue, orphan_input
+from skyshift.contract.enqueue import first_enqueue, orphan_input
 from skyshift.contract.jobs import EnqueueRequest, JobInput, Placement, SchedulerInput
 from skyshift.contract.names import (
     CONTROL_QUEUE,
@@ -74,6 +74,3 @@ async def tell_placed(client: Client, workflow_id: str, req: JobRequest,
     # the SDK keeps the server's answer, whose `started` says whether this call started it
     response = getattr(handle, "_start_workflow_response", None)
     return not getattr(response, "started", False)
-
-
-__all__ = ["START_DELAY", "enqueue", "plan_start", "send_first", "tell_placed"]

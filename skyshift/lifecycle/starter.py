@@ -21,7 +21,6 @@ import functools
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -42,6 +41,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
+from skyshift.contract.enqueue import START_DELAY
 from skyshift.contract.jobs import (
     DeleteRequest,
     ReplicaOpInput,
@@ -67,7 +67,7 @@ from skyshift.contract.names import (
 )
 from skyshift.contract.pipelines import ScheduleInput
 from skyshift.lifecycle.convert import cluster_input, job_input, status_clusters
-from skyshift.lifecycle.enqueue import START_DELAY, plan_start, send_first
+from skyshift.lifecycle.enqueue import plan_start, send_first
 from skyshift.lifecycle.pipeline_convert import pipeline_input
 from skyshift.lifecycle.service_convert import service_input
 from skyshift.models.base import Obj
@@ -114,17 +114,13 @@ async def _signal_with_start(
     if signal_only_running:
         # A new job's first placement request goes beside its start (lifecycle/enqueue.py);
         # a job started by the signal-with-start below (a race) enqueues itself
-        first = None
-        if lc.kind == "Job":
-            inp, first = plan_start(inp, time.time())
+        fresh, first = plan_start(inp, time.time()) if lc.kind == "Job" else (inp, None)
         with contextlib.suppress(WorkflowAlreadyStartedError):
-            await start(inp, id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            await start(fresh, id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                         start_delay=START_DELAY if first is not None else None)
             if first is not None:
                 await send_first(client, first)
             return wf_id
-        if first is not None:
-            inp = replace(inp, enqueued=False)
     await start(inp, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 start_signal=signal, start_signal_args=[payload])
     return wf_id
