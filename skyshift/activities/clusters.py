@@ -136,6 +136,10 @@ class ClusterContext:
         # submit orders taken and not carried out yet: order name -> its job's workflow id (such a
         # job is told when the cluster is lost, like one with replicas here)
         self.ordering: dict[str, str] = {}
+        # forget() calls so far, and by which call each name was forgotten: a listing taken
+        # before a delete must not bring the deleted replicas back (see ``since``)
+        self.forgets = 0
+        self.forgotten: dict[str, int] = {}
         self._connected = False
 
     async def connect(self) -> ClusterManager:
@@ -150,10 +154,21 @@ class ClusterContext:
                                       r.state)
 
     def forget(self, names: list[str]) -> None:
+        self.forgets += 1
         for name in names:
             self.table.pop(name, None)
             self.listed.discard(name)
             self.held.pop(name, None)
+            self.forgotten[name] = self.forgets
+
+    def since(self, listing: list[ReplicaStatus], mark: int) -> list[ReplicaStatus]:
+        """``listing``, taken when ``forgets`` was ``mark``, without the replicas forgotten
+        after that: their delete came after the listing, so it shows them as they were. Recorded
+        again, they would count as live (an evicted job written back to Running by a round
+        that listed its pods just before the eviction deleted them). Forgets at or before
+        ``mark`` are settled: the listing already reflects them."""
+        self.forgotten = {n: at for n, at in self.forgotten.items() if at > mark}
+        return [r for r in listing if r.name not in self.forgotten]
 
     def names_of(self, uid: str) -> list[str]:
         return [n for n, s in self.table.items() if s.uid == uid]
@@ -255,13 +270,13 @@ class SkyletActivities:
         self.teardown = TeardownConfig()
 
     async def write_counts(self, namespace: str, job: str, uid: str) -> None:
-        counts = self.ctx.counts(uid)
         cluster = self.ctx.name
 
         def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
             if (obj.get("metadata") or {}).get("uid") != uid:
                 return None
-            return merge_counts(obj, cluster, counts)
+            # counted at each try: a retry after a conflict sees a delete made meanwhile
+            return merge_counts(obj, cluster, self.ctx.counts(uid))
 
         await update_status(self.store, "jobs", job, namespace, mutate)
 

@@ -178,6 +178,7 @@ class Syncer:
         while time.monotonic() < deadline:
             activity.heartbeat(phase)
             round_start = time.monotonic()
+            mark = self.ctx.forgets
             try:
                 # A hanging cluster call (squeue with slurmctld down takes ~9 s) must not starve
                 # the heartbeat, or Temporal cancels the attempt and the downtime count restarts.
@@ -217,7 +218,7 @@ class Syncer:
                 listing = await self._cleanup_orphans(listing)
                 self.ctx.swept = time.monotonic()
             try:
-                await self._report(listing, first)
+                await self._report(self.ctx.since(listing, mark), first)
             except SignalsFailed as exc:  # undone: the next round reports the same changes
                 log.warning("cluster %s: %s; reporting again next round", inp.cluster, exc)
                 await self._pause()

@@ -10,6 +10,8 @@ too) does not wait for the delay.
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
@@ -27,8 +29,13 @@ SIGNALED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
 TASK_SCHEDULED = EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED
 
 
-async def history(s: LifecycleStack, name: str) -> list[HistoryEvent]:
+async def history(s: LifecycleStack, name: str, ended: bool = False) -> list[HistoryEvent]:
+    """The job workflow's events; with ``ended``, once the workflow has closed (the store
+    shows the final phase when its local activity wrote it, before the workflow task that
+    records it as a marker has completed)."""
     handle = s.client.get_workflow_handle(job_workflow_id("default", name))
+    if ended:
+        await asyncio.wait_for(handle.result(), 60)
     return [e async for e in handle.fetch_history_events()]
 
 
@@ -42,7 +49,7 @@ async def test_the_placement_is_in_the_first_workflow_task(
     await s.submit("ea-job", "true")
     job = await s.job_phase("ea-job", "Succeeded", timeout=90)
     assert job["status"]["placement"] == {"ea-a": 1}
-    events = await history(s, "ea-job")
+    events = await history(s, "ea-job", ended=True)
     types = [e.event_type for e in events]
     started = events[0].workflow_execution_started_event_attributes
     assert started.first_workflow_task_backoff.ToTimedelta() == START_DELAY
