@@ -196,6 +196,14 @@ class EnqueueRequest:
 
 
 @dataclass
+class EnqueueBatch:
+    """Requests sent in one signal: those that came while the one before was on its way
+    (``lifecycle.enqueue.Batcher``)."""
+
+    requests: list[EnqueueRequest] = field(default_factory=list)
+
+
+@dataclass
 class DequeueRequest:
     key: str
     uid: str = ""

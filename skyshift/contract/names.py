@@ -74,6 +74,7 @@ SIG_SPEC = "spec_changed"  # API -> job / cluster: SpecChanged
 SIG_DELETE = "delete"  # API -> job / cluster: DeleteRequest
 SIG_ENSURE = "ensure"  # reconciler -> job: JobInput (a newer object reusing the name)
 SIG_ENQUEUE = "enqueue"  # job -> scheduler: EnqueueRequest
+SIG_ENQUEUE_MANY = "enqueue_many"  # starters -> scheduler: EnqueueBatch (requests sent together)
 SIG_DEQUEUE = "dequeue"  # job -> scheduler: DequeueRequest
 SIG_CAPACITY = "capacity"  # skylet -> scheduler: CapacityChanged
 SIG_RULES = "rules_changed"  # control worker -> scheduler: RulesChanged

@@ -4,7 +4,9 @@ again, and the scheduler's answer."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 from dataclasses import replace
 
 from temporalio.client import Client
@@ -12,11 +14,18 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from skyshift.contract.enqueue import first_enqueue, orphan_input
-from skyshift.contract.jobs import EnqueueRequest, JobInput, Placement, SchedulerInput
+from skyshift.contract.jobs import (
+    EnqueueBatch,
+    EnqueueRequest,
+    JobInput,
+    Placement,
+    SchedulerInput,
+)
 from skyshift.contract.names import (
     CONTROL_QUEUE,
     SCHEDULER_ID,
     SIG_ENQUEUE,
+    SIG_ENQUEUE_MANY,
     SIG_PLACED,
     WF_JOB,
     WF_SCHEDULER,
@@ -26,12 +35,88 @@ from skyshift.scheduler.types import JobRequest
 log = logging.getLogger(__name__)
 
 
+#: The most requests one signal carries (an EnqueueRequest is about half a kilobyte, a signal
+#: may be 2 MB): the rest go in the next one.
+MAX_BATCH = 100
+
+
 async def enqueue(client: Client, req: EnqueueRequest) -> None:
-    """Signal-with-start the scheduler: it exists after this, with the job queued."""
+    """Signal-with-start the scheduler: it exists after this, with the job queued. Requests
+    made while another is on its way go together in the next signal (:class:`Batcher`)."""
+    await Batcher.of(client).send(req)
+
+
+async def _signal(client: Client, reqs: list[EnqueueRequest]) -> None:
+    """One signal-with-start: ``enqueue`` for one request (as a job's own enqueue sends it),
+    ``enqueue_many`` for more."""
+    signal, arg = (SIG_ENQUEUE, reqs[0]) if len(reqs) == 1 else (
+        SIG_ENQUEUE_MANY, EnqueueBatch(reqs))
     await client.start_workflow(
         WF_SCHEDULER, SchedulerInput(), id=SCHEDULER_ID, task_queue=CONTROL_QUEUE,
-        start_signal=SIG_ENQUEUE, start_signal_args=[req],
+        start_signal=signal, start_signal_args=[arg],
     )
+
+
+class Batcher:
+    """The scheduler's placement requests from one process, sent as they come with no wait
+    added: one goes at once, and those made while it is on its way go together when it is
+    back. Under a burst of submissions the scheduler's history gets one signal event for many
+    jobs (each was one event of its 2.3 per job, bench/temporal_cost.py), and Temporal one call.
+    Each caller returns once the signal carrying its request was accepted, or raises its error.
+    """
+
+    _of: weakref.WeakKeyDictionary[Client, Batcher] = weakref.WeakKeyDictionary()
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.loop = asyncio.get_running_loop()
+        self.waiting: list[tuple[EnqueueRequest, asyncio.Future[None]]] = []
+        self.task: asyncio.Task[None] | None = None  # sending, while there is anything to send
+
+    @classmethod
+    def of(cls, client: Client) -> Batcher:
+        """The client's batcher (one per event loop: a test's loop ends with its tasks)."""
+        batcher = cls._of.get(client)
+        if batcher is None or batcher.loop is not asyncio.get_running_loop():
+            batcher = cls._of[client] = cls(client)
+        return batcher
+
+    async def send(self, req: EnqueueRequest) -> None:
+        done: asyncio.Future[None] = self.loop.create_future()
+        self.waiting.append((req, done))
+        if self.task is None:
+            self.task = self.loop.create_task(self._drain())
+        await done
+
+    async def _drain(self) -> None:
+        batch: list[tuple[EnqueueRequest, asyncio.Future[None]]] = []
+        try:
+            while self.waiting:
+                batch, self.waiting = self.waiting[:MAX_BATCH], self.waiting[MAX_BATCH:]
+                try:
+                    await _signal(self.client, [req for req, _ in batch])
+                except Exception as exc:  # each caller of this batch gets the error
+                    _settle(batch, exc)
+                else:
+                    _settle(batch, None)
+        except BaseException:  # cancelled (the loop ends): so is every caller still waiting
+            for _, done in batch + self.waiting:
+                done.cancel()
+            self.waiting = []
+            raise
+        finally:
+            self.task = None
+
+
+def _settle(batch: list[tuple[EnqueueRequest, asyncio.Future[None]]],
+            error: Exception | None) -> None:
+    for _, done in batch:
+        if done.done():  # its caller was cancelled: the request went anyway
+            continue
+        if error is None:
+            done.set_result(None)
+        else:
+            done.set_exception(error)
 
 
 def plan_start(inp: JobInput, now: float) -> tuple[JobInput, EnqueueRequest | None]:

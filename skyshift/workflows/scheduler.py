@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from skyshift.contract.jobs import (
         CapacityChanged,
         DequeueRequest,
+        EnqueueBatch,
         EnqueueRequest,
         PlaceBatchInput,
         PlaceBatchResult,
@@ -50,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         SIG_CAPACITY,
         SIG_DEQUEUE,
         SIG_ENQUEUE,
+        SIG_ENQUEUE_MANY,
         SIG_RULES,
         WF_SCHEDULER,
     )
@@ -103,6 +105,12 @@ class SchedulerWorkflow:
             # queued again holding nothing (preempted, or its cluster lost): what was reserved
             # for it is gone, and a job waiting for that capacity must not wait for the TTL
             self._release(lambda r: r.uid == req.request.uid)
+
+    @workflow.signal(name=SIG_ENQUEUE_MANY)
+    def enqueue_many(self, batch: EnqueueBatch) -> None:
+        """Requests that travelled together: one signal event for all of them."""
+        for req in batch.requests:
+            self.enqueue(req)
 
     @workflow.signal(name=SIG_DEQUEUE)
     def dequeue(self, req: DequeueRequest) -> None:

@@ -16,6 +16,7 @@ from skyshift.contract import activity_names as act
 from skyshift.contract.jobs import (
     CapacityChanged,
     DequeueRequest,
+    EnqueueBatch,
     EnqueueRequest,
     PlaceBatchInput,
     PlaceBatchResult,
@@ -24,7 +25,7 @@ from skyshift.contract.jobs import (
     SchedulerInput,
     SchedulerState,
 )
-from skyshift.contract.names import SIG_CAPACITY, SIG_DEQUEUE, SIG_ENQUEUE
+from skyshift.contract.names import SIG_CAPACITY, SIG_DEQUEUE, SIG_ENQUEUE, SIG_ENQUEUE_MANY
 from skyshift.scheduler.types import JobRequest
 from skyshift.workflows.scheduler import SchedulerWorkflow
 from tests.workflows.fakes import STARTED, Fakes, cpus, unique, workers
@@ -171,6 +172,22 @@ async def test_dequeue_and_duplicates(workflow_env: WorkflowEnvironment) -> None
         await h.signal(SIG_DEQUEUE, DequeueRequest("ns/x", r.request.uid))
         state = await settle(h, 0)
         assert not state.queue
+
+
+async def test_requests_sent_together_are_one_signal_event_and_each_queued(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """``enqueue_many`` (lifecycle.enqueue.Batcher): every request is queued as its own
+    ``enqueue`` would be, a duplicate among them included, and the history has one signal."""
+    fakes = Fakes(allocatable={})  # nothing fits: all stay queued, with their reasons
+    async with workers(workflow_env.client, fakes, []) as q:
+        h = await start(workflow_env.client, q)
+        reqs = [request(f"b{i}", 1) for i in range(3)]
+        await h.signal(SIG_ENQUEUE_MANY, EnqueueBatch([*reqs, reqs[0]]))
+        state = await settle(h, 3)
+        kinds = [e.event_type async for e in h.fetch_history_events()]
+    assert sorted(e.req.request.key for e in state.queue) == ["ns/b0", "ns/b1", "ns/b2"]
+    assert kinds.count(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED) == 1
 
 
 async def test_continue_as_new_carries_queue(workflow_env: WorkflowEnvironment) -> None:
