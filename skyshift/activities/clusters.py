@@ -269,16 +269,25 @@ class SkyletActivities:
         self.client = client
         self.teardown = TeardownConfig()
 
-    async def write_counts(self, namespace: str, job: str, uid: str) -> None:
+    async def write_counts(self, namespace: str, job: str, uid: str) -> bool:
+        """Write this cluster's counts of the job; True when they made it Succeeded."""
         cluster = self.ctx.name
+        finished = False
 
         def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
+            nonlocal finished
+            finished = False
             if (obj.get("metadata") or {}).get("uid") != uid:
                 return None
+            before = (obj.get("status") or {}).get("phase")
             # counted at each try: a retry after a conflict sees a delete made meanwhile
-            return merge_counts(obj, cluster, self.ctx.counts(uid))
+            out = merge_counts(obj, cluster, self.ctx.counts(uid))
+            finished = out is not None and before != "Succeeded" and (
+                (out.get("status") or {}).get("phase") == "Succeeded")
+            return out
 
         await update_status(self.store, "jobs", job, namespace, mutate)
+        return finished
 
     @activity.defn(name=act.SUBMIT_REPLICAS)
     async def submit_replicas(self, inp: SubmitInput) -> SubmitResult:

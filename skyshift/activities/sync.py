@@ -425,7 +425,10 @@ class Syncer:
         async def write(uid: str, ns: str, job: str) -> None:
             async with limit:
                 _heartbeat()
-                await self.acts.write_counts(ns, job, uid)
+                finished = await self.acts.write_counts(ns, job, uid)
+                # the report of its last replica says the job's final phase is written
+                if finished and (report := reports.get(job_workflow_id(ns, job))) is not None:
+                    report.finished = True
 
         tasks = [asyncio.ensure_future(write(uid, ns, job)) for uid, (ns, job) in touched.items()]
         try:

@@ -154,6 +154,9 @@ class ReplicaUpdate:
 class ReplicaReport:
     cluster: str
     updates: list[ReplicaUpdate] = field(default_factory=list)
+    # the skylet wrote the job Succeeded with these counts (every replica counted Succeeded):
+    # the workflow that reaches the same verdict does not write it again
+    finished: bool = False
 
 
 @dataclass

@@ -262,4 +262,24 @@ def merge_counts(obj: Obj, cluster: str, counts: dict[str, int]) -> Obj | None:
         status["message"] = f"{min(started, desired)} replicas started"
         status["startTime"] = status.get("startTime") or now_iso()
         changed = True
+    if all_succeeded(obj, per_cluster, desired):
+        status["phase"] = "Succeeded"
+        status["message"] = f"all {desired} replicas succeeded"  # as the workflow words it
+        status["completionTime"] = status.get("completionTime") or now_iso()
+        changed = True
     return obj if changed else None
+
+
+def all_succeeded(obj: Obj, per_cluster: dict[str, Any], desired: int) -> bool:
+    """Every desired replica is counted Succeeded, in a job that ends when they have (not
+    restartPolicy Always), running and not being deleted: the verdict its workflow reaches on
+    the same reports (``workflows.jobstate.verdict``), written by the skylet that counts the
+    last one, so the workflow need not write it (``ReplicaReport.finished``)."""
+    status, spec = obj.get("status") or {}, obj.get("spec") or {}
+    if spec.get("restartPolicy") == "Always" or (obj.get("metadata") or {}).get(
+            "deletionTimestamp"):
+        return False
+    if status.get("phase") not in ("Pending", "Scheduled", "Running"):
+        return False
+    succeeded = sum(int(c.get("Succeeded", 0)) for c in per_cluster.values())
+    return desired > 0 and succeeded >= desired

@@ -54,11 +54,14 @@ async def started(client: Client, queue: str, inp: JobInput) -> WorkflowHandle[J
     return h
 
 
+@pytest.mark.parametrize("skylet_wrote", [False, True], ids=["workflow-writes", "skylet-wrote"])
 async def test_the_first_task_takes_start_and_placement_and_writes_the_order(
-    workflow_env: WorkflowEnvironment,
+    workflow_env: WorkflowEnvironment, skylet_wrote: bool,
 ) -> None:
     """No enqueue of its own (the starter's request 1 is answered) and no task for the
-    placement alone: the history is 13 events, the minimal 3-activity workflow's is 23."""
+    placement alone: the history is 13 events, the minimal 3-activity workflow's is 23. And 12
+    when the skylet's report says it wrote the job Succeeded (``ReplicaReport.finished``): no
+    final status write."""
     fakes, a = Fakes(), unique("a")
     inp = job()
     async with workers(workflow_env.client, fakes, [a]) as q:
@@ -69,18 +72,20 @@ async def test_the_first_task_takes_start_and_placement_and_writes_the_order(
                                  Placement(1, {a: 1}))
         order = (await fakes.wait_for("post_submit_order"))[0]
         assert order.submit.cluster == a
-        await report(h, inp, a, 0, 0, "Succeeded", 0)
+        await report(h, inp, a, 0, 0, "Succeeded", 0, finished=skylet_wrote)
         assert await h.result() == "Succeeded"
         events = [e async for e in h.fetch_history_events()]
-        await replays(h, "job_enqueued_succeeded")
+        await replays(h, "job_skylet_succeeded" if skylet_wrote else "job_enqueued_succeeded")
     assert not fakes.of("enqueue_job")  # the workflow asked for nothing itself
+    assert len([p for p in fakes.of("write_job_status") if p.finished]) == (not skylet_wrote)
     types = [e.event_type for e in events]
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in types
     assert EventType.EVENT_TYPE_TIMER_STARTED not in types
     markers = types.count(EventType.EVENT_TYPE_MARKER_RECORDED)
-    assert markers == 2, types  # the order and the final status; no enqueue
+    # the order, and the final status unless the skylet wrote it; no enqueue
+    assert markers == (1 if skylet_wrote else 2), types
     tasks = types.count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
-    assert tasks <= 2 and len(types) <= 13, types
+    assert tasks <= 2 and len(types) <= (12 if skylet_wrote else 13), types
 
 
 async def test_a_lost_first_request_is_asked_again_when_the_sweep_tells(

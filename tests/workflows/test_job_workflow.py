@@ -108,10 +108,12 @@ async def place(h: WorkflowHandle[JobWorkflow, str], fakes: Fakes, n: int,
 
 
 async def report(h: WorkflowHandle[JobWorkflow, str], inp: JobInput, cluster: str, rank: int,
-                 attempt: int, state: str, code: int | None = None) -> None:
+                 attempt: int, state: str, code: int | None = None,
+                 finished: bool = False) -> None:
+    """A skylet's report of one replica; ``finished``: it wrote the job Succeeded."""
     name = replica_name(inp.name, inp.uid, rank)
     await h.signal(SIG_REPLICAS, ReplicaReport(cluster, [
-        ReplicaUpdate(name, rank, attempt, state, code, "Error" if code else "")]))
+        ReplicaUpdate(name, rank, attempt, state, code, "Error" if code else "")], finished))
 
 
 async def test_runs_to_success(workflow_env: WorkflowEnvironment) -> None:
@@ -132,6 +134,53 @@ async def test_runs_to_success(workflow_env: WorkflowEnvironment) -> None:
     assert final.phase == "Succeeded" and final.finished
     assert final.replica_status == {a: {"Pending": 0, "Running": 0, "Succeeded": 2,
                                         "Failed": 0, "Unknown": 0}}
+
+
+async def test_success_the_skylet_wrote_is_not_written_again(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """The skylet that counts the last replica Succeeded writes the job's final phase and says
+    so in its report (``finished``): the workflow ends Succeeded, tells the Temporal UI, and
+    writes nothing more. A report without it (an older skylet) leaves the write to the
+    workflow, as test_runs_to_success shows."""
+    fakes, a = Fakes(), unique("a")
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        inp = job(replicas=2)
+        h = await start(workflow_env.client, q, inp)
+        await place(h, fakes, 1, {a: 2})
+        await submits(fakes)
+        await report(h, inp, a, 0, 0, "Succeeded", 0)
+        await report(h, inp, a, 1, 0, "Succeeded", 0, finished=True)
+        assert await h.result() == "Succeeded"
+        events = [e async for e in h.fetch_history_events()]
+    assert not [p for p in fakes.of("write_job_status") if p.finished]
+    upserts = [e for e in events
+               if e.HasField("upsert_workflow_search_attributes_event_attributes")]
+    assert b"Succeeded" in upserts[-1].SerializeToString()
+
+
+async def test_a_write_after_the_skylets_success_is_written_over_by_the_verdict(
+    workflow_env: WorkflowEnvironment,
+) -> None:
+    """``finished`` came with rank 1's report while rank 0 was still running, and the workflow
+    wrote the status since (rank 0 restarted, its restart count): the skylet's phase may be
+    overwritten, so the verdict is written by the workflow."""
+    fakes, a = Fakes(), unique("a")
+    async with workers(workflow_env.client, fakes, [a]) as q:
+        inp = job(replicas=2, max_restarts=2)
+        h = await start(workflow_env.client, q, inp)
+        await place(h, fakes, 1, {a: 2})
+        await submits(fakes)
+        await report(h, inp, a, 1, 0, "Succeeded", 0, finished=True)
+        writes = len(fakes.of("write_job_status"))
+        await report(h, inp, a, 0, 0, "Failed", 3)
+        await fakes.wait_for("write_job_status", writes + 1)  # the restart count
+        await workflow_env.sleep(1.0)  # the backoff
+        await submits(fakes, 2)
+        await report(h, inp, a, 0, 1, "Succeeded", 0)
+        assert await h.result() == "Succeeded"
+    final = fakes.of("write_job_status")[-1]
+    assert final.phase == "Succeeded" and final.finished and final.restarts == 1
 
 
 async def test_search_attributes_show_the_phase_the_submit_led_to(
