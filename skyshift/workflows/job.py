@@ -15,11 +15,14 @@ get):
   writes ONE submit order per cluster to etcd with a local activity (a marker;
   :mod:`skyshift.activities.orders`). The cluster's skylet carries it out and writes the job's
   counts (Running) itself; nothing comes back to this workflow for it;
-* the replica ends: the skylet's sync sends one ``replicas_changed`` signal (a start is told
-  with it, or a round later for a job still running) -> workflow task 2 writes Succeeded with a
-  local activity, upserts the search attributes and completes.
+* the replica ends: the skylet's sync counts it, writes the job Succeeded itself (every desired
+  replica is; ``lifecycle.convert.all_succeeded``) and sends one ``replicas_changed`` signal
+  saying so (``ReplicaReport.finished``; a start is told with it, or a round later for a job
+  still running) -> workflow task 2 reaches the same verdict, upserts the search attributes and
+  completes. (Without the flag, or after a write of its own since, it writes the verdict with a
+  local activity: 13 events.)
 
-So: 2 workflow tasks, no activity task, 2 signals and 2 local activities per job (13 history
+So: 2 workflow tasks, no activity task, 2 signals and 1 local activity per job (12 history
 events). Runs started without ``enqueued`` (before it, or by a signal-with-start that found no
 workflow) enqueue themselves with a local activity in their first workflow task and take the
 placement in a second (17 events); those of
