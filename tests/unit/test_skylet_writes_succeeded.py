@@ -20,6 +20,7 @@ from skyshift.activities.clusters import ClusterContext
 from skyshift.activities.sync import SkyletWithSync, SyncConfig, Syncer
 from skyshift.compat.types import ReplicaStatus
 from skyshift.lifecycle.convert import merge_counts
+from tests.unit.sync_fakes import OneJobStore, SignalRecorder
 
 
 def counts(**states: int) -> dict[str, int]:
@@ -61,39 +62,13 @@ def test_fewer_succeeded_than_desired_is_not_the_end() -> None:
     assert obj["status"]["phase"] == "Running"
 
 
-class Store:
-    def __init__(self, obj: dict[str, Any]) -> None:
-        self.job = obj
-
-    async def guaranteed_update(self, plural: str, name: str, namespace: str | None,
-                                mutate: Any) -> dict[str, Any]:
-        out = mutate(self.job)
-        if out is not None:
-            self.job = out
-        return self.job
-
-
-class Client:
-    def __init__(self) -> None:
-        self.signals: list[tuple[str, str, Any]] = []
-
-    def get_workflow_handle(self, wf_id: str) -> Any:
-        client = self
-
-        class Handle:
-            async def signal(self, name: str, payload: Any) -> None:
-                client.signals.append((wf_id, name, payload))
-
-        return Handle()
-
-
 def listing(*states: str) -> list[ReplicaStatus]:
     return [ReplicaStatus(name=f"j-uid1-{r}", job_uid="uid-1", namespace="ns", job_name="j",
                           rank=r, state=state) for r, state in enumerate(states)]
 
 
 async def test_the_round_that_writes_it_says_so_in_its_report_once() -> None:
-    store, client = Store(job(2)), Client()
+    store, client = OneJobStore(job(2)), SignalRecorder()
     ctx = ClusterContext("a", manager=None)  # type: ignore[arg-type]
     ctx.record(listing("Running", "Running"))
     ctx.listed, ctx.primed = {"j-uid1-0", "j-uid1-1"}, True

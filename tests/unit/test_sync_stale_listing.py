@@ -13,49 +13,27 @@ activity, the table and the round's report are the real code.
 
 from __future__ import annotations
 
-from typing import Any
-
 from skyshift.activities.clusters import ClusterContext
 from skyshift.activities.sync import SkyletWithSync, SyncConfig, Syncer
 from skyshift.compat.types import ReplicaStatus
 from skyshift.contract.jobs import DeleteReplicasInput
+from tests.unit.sync_fakes import OneJobStore, SignalRecorder
 
 NAMES = [f"gang-uid1-{r}" for r in range(2)]
 
 
-class Store:
-    def __init__(self) -> None:
-        self.job: dict[str, Any] = {
-            "metadata": {"name": "gang", "namespace": "ns", "uid": "uid-1"},
-            "spec": {"replicas": 2},
-            "status": {"phase": "Running", "placement": {"c1": 2},
-                       "replicaStatus": {"c1": {"Running": 2}}},
-        }
-
-    async def guaranteed_update(self, plural: str, name: str, namespace: str | None,
-                                mutate: Any) -> dict[str, Any]:
-        out = mutate(self.job)
-        if out is not None:
-            self.job = out
-        return self.job
-
-    def evicted(self) -> None:
-        """The workflow's write after the delete: back to the queue."""
-        self.job["status"] = {"phase": "Pending", "placement": {}, "replicaStatus": {}}
+def gang() -> OneJobStore:
+    return OneJobStore({
+        "metadata": {"name": "gang", "namespace": "ns", "uid": "uid-1"},
+        "spec": {"replicas": 2},
+        "status": {"phase": "Running", "placement": {"c1": 2},
+                   "replicaStatus": {"c1": {"Running": 2}}},
+    })
 
 
-class Client:
-    def __init__(self) -> None:
-        self.signals: list[tuple[str, str, Any]] = []
-
-    def get_workflow_handle(self, wf_id: str) -> Any:
-        client = self
-
-        class Handle:
-            async def signal(self, name: str, payload: Any) -> None:
-                client.signals.append((wf_id, name, payload))
-
-        return Handle()
+def evicted(store: OneJobStore) -> None:
+    """The workflow's write after the delete: back to the queue."""
+    store.job["status"] = {"phase": "Pending", "placement": {}, "replicaStatus": {}}
 
 
 class Manager:
@@ -73,17 +51,17 @@ class Manager:
                               rank=int(n[-1]), state="Running") for n in sorted(self.pods)]
 
 
-def running_stack() -> tuple[ClusterContext, SkyletWithSync, Store, Manager]:
-    manager, store = Manager(), Store()
+def running_stack() -> tuple[ClusterContext, SkyletWithSync, OneJobStore, Manager]:
+    manager, store = Manager(), gang()
     ctx = ClusterContext("c1", manager)  # type: ignore[arg-type]
     ctx.record(manager.listing())
     ctx.listed, ctx.primed = set(NAMES), True
-    return ctx, SkyletWithSync(ctx, store, Client()), store, manager  # type: ignore[arg-type]
+    return ctx, SkyletWithSync(ctx, store, SignalRecorder()), store, manager  # type: ignore[arg-type]
 
 
-async def evict(acts: SkyletWithSync, store: Store) -> None:
+async def evict(acts: SkyletWithSync, store: OneJobStore) -> None:
     await acts._delete_replicas(DeleteReplicasInput("c1", names=NAMES))
-    store.evicted()
+    evicted(store)
 
 
 async def test_a_listing_from_before_the_delete_leaves_the_evicted_job_pending() -> None:
