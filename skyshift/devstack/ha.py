@@ -126,7 +126,14 @@ def haproxy_config(ports: Ports) -> str:
     the connection without answering (it died with the request: reads are safe to send again;
     a write is never sent twice, its client sees the connection close). Every request gets a
     connection of its own to its replica (loopback: cheap), so none is sent on an idle
-    connection of a replica that died since: it is refused and goes to the other one."""
+    connection of a replica that died since: it is refused and goes to the other one.
+
+    A replica busy with a burst answers its check late, not never: the check waits up to 5 s
+    (its own etcd probe gives up after 2 s) and three in a row must fail. At one second each
+    (HAProxy's default timeout) and two, the replica left after its peer's kill in a 500-job
+    burst (bench/ha_faults.py) was taken out of the pool for a moment, and two list requests
+    got HAProxy's 503. A dead replica still refuses connections at once (no wait), and each
+    request it refuses goes to the other one."""
     servers = "\n".join(
         f"    server api-{i} {LOOPBACK}:{ports.api + i} check" for i in range(1, REPLICAS + 1)
     )
@@ -149,7 +156,8 @@ backend api
     http-request disable-l7-retry if !METH_GET
     http-reuse never
     option httpchk GET /readyz?exclude=temporal
-    default-server inter 1s fall 2 rise 2
+    timeout check 5s
+    default-server inter 1s fall 3 rise 2
 {servers}
 """
 
