@@ -255,6 +255,22 @@ async def test_stale_reports_are_ignored(workflow_env: WorkflowEnvironment) -> N
         assert await h.result() == "Succeeded"
 
 
+async def submit_result_taken(h: WorkflowHandle[JobWorkflow, str]) -> None:
+    """With submit activities: wait until the workflow has taken the submit's result (its
+    replicas Running). A ``lost`` event while the activity's completion is on its way makes the
+    workflow cancel an activity the server already counts as done: the workflow task fails
+    (ACTIVITY_UNKNOWN) and runs again only after its timeout, which a loaded machine made
+    longer than the test's wait (seen twice under load, in this mode only)."""
+    if ordering():
+        return
+    for _ in range(600):
+        state = await h.query(JobWorkflow.state)
+        if state.replicas and all(r.state == "Running" for r in state.replicas):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the submit's result was never taken: {state}")
+
+
 async def test_failover_replaces_elsewhere_and_cleans_up(workflow_env: WorkflowEnvironment) -> None:
     fakes, a, b = Fakes(), unique("a"), unique("b")
     async with workers(workflow_env.client, fakes, [a, b]) as q:
@@ -262,6 +278,7 @@ async def test_failover_replaces_elsewhere_and_cleans_up(workflow_env: WorkflowE
         h = await start(workflow_env.client, q, inp)
         await place(h, fakes, 1, {a: 2})
         await submits(fakes)
+        await submit_result_taken(h)
         await h.signal(SIG_CLUSTER, ClusterEvent(a, "lost", "gone"))
         again = (await fakes.wait_for("enqueue_job", 2))[1]
         assert again.request.replicas == 2 and again.current == {}
@@ -292,6 +309,7 @@ async def test_replicas_queued_in_a_lost_cluster_move_like_running_ones(
         h = await start(workflow_env.client, q, inp)
         await place(h, fakes, 1, {a: 2})
         await submits(fakes)
+        await submit_result_taken(h)
         await report(h, inp, a, 0, 0, "Running")
         await report(h, inp, a, 1, 0, "Pending")  # waiting in the cluster's queue
         await h.signal(SIG_CLUSTER, ClusterEvent(a, "lost", "gone"))
