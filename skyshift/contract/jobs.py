@@ -150,6 +150,13 @@ class ReplicaUpdate:
     message: str = ""
 
 
+def all_succeeded_message(replicas: int) -> str:
+    """A job's final message when every replica succeeded: the workflow's verdict
+    (``workflows.jobstate.verdict``) and the skylet that writes it first
+    (``lifecycle.convert.merge_counts``) word it the same."""
+    return f"all {replicas} replicas succeeded"
+
+
 @dataclass
 class ReplicaReport:
     cluster: str

@@ -21,6 +21,7 @@ from skyshift.contract.jobs import (
     JobInput,
     JobTemplate,
     ReplicaUpdate,
+    all_succeeded_message,
 )
 from skyshift.contract.pipelines import OWNER_ANNOTATION
 from skyshift.contract.provision import ProvisionState, plan_of
@@ -264,7 +265,7 @@ def merge_counts(obj: Obj, cluster: str, counts: dict[str, int]) -> Obj | None:
         changed = True
     if all_succeeded(obj, per_cluster, desired):
         status["phase"] = "Succeeded"
-        status["message"] = f"all {desired} replicas succeeded"  # as the workflow words it
+        status["message"] = all_succeeded_message(desired)
         status["completionTime"] = status.get("completionTime") or now_iso()
         changed = True
     return obj if changed else None

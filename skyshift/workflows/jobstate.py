@@ -22,6 +22,7 @@ from skyshift.contract.jobs import (
     Placement,
     ReplicaRecord,
     ReplicaUpdate,
+    all_succeeded_message,
     replica_name,
 )
 
@@ -227,7 +228,7 @@ def verdict(s: JobState, t: JobTemplate) -> tuple[str, str] | None:
     if t.restart_policy == "Always" or not s.replicas:
         return None
     if all(r.state == SUCCEEDED for r in s.replicas):
-        return "Succeeded", f"all {len(s.replicas)} replicas succeeded"
+        return "Succeeded", all_succeeded_message(len(s.replicas))
     return None
 
 
