@@ -67,9 +67,11 @@ class Ports:
             return {}
         return {name: self.metrics + i for i, name in enumerate(METRICS_PROCESSES)}
 
-    def in_use(self) -> list[int]:
-        """Every port the stack is configured to listen on (metrics ports included)."""
-        named = [port for name, port in self.as_dict().items() if name != "metrics"]
+    def in_use(self, postgres: bool = True) -> list[int]:
+        """Every port the stack is configured to listen on (metrics ports included);
+        ``postgres`` False leaves out PostgreSQL's, which only ``up --ha`` listens on."""
+        skip = {"metrics"} if postgres else {"metrics", "postgres"}
+        named = [port for name, port in self.as_dict().items() if name not in skip]
         return named + list(self.metrics_ports().values())
 
 

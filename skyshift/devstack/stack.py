@@ -141,7 +141,9 @@ def resolve_ports(flags: dict[str, int | None], recorded: Ports | None) -> Ports
         if value is not None:
             chosen[name] = value
     ports = Ports(**chosen)
-    values = ports.in_use()
+    # PostgreSQL's port is checked by --ha's own layout (ha.all_ports), the only mode that uses
+    # it: a single-node stack whose metrics ports run over it must not be refused
+    values = ports.in_use(postgres=False)
     if len(set(values)) != len(values):
         raise StackError(f"ports must all differ (metrics take {len(ports.metrics_ports())} from "
                          f"--metrics-port on), got {ports.as_dict()}")

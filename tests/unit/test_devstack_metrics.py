@@ -37,6 +37,13 @@ def test_a_metrics_port_taken_by_another_part_is_refused() -> None:
         resolve_ports({"api": 30002, "metrics": 30000}, None)
 
 
+def test_metrics_over_postgres_default_are_fine_on_one_node() -> None:
+    # CI: a test's random --metrics-port 25431 took 25432, PostgreSQL's default, which only
+    # `up --ha` listens on; the single-node `up` refused with "ports must all differ"
+    ports = resolve_ports({"metrics": 25431}, None)
+    assert ports.metrics_ports()["control"] == ports.postgres == 25432
+
+
 def test_the_targets_file_lists_each_process_with_its_component(tmp_path: Path) -> None:
     urls = write(tmp_path, build_components(tmp_path, Ports(metrics=30000), resolve=False))
     assert urls == {"api": "http://127.0.0.1:30000/metrics",

@@ -16,8 +16,9 @@ import socket
 from pathlib import Path
 
 LOWEST = 10000
-#: SkyShift's default ports (Temporal, its UI, etcd, the API, the workers' metrics)
-DEFAULTS = frozenset({7233, 8233, 23790, 23800, 50051, 9464, 9465, 9466})
+#: SkyShift's default ports (Temporal, its UI, etcd, the API, the workers' metrics, PostgreSQL
+#: under ``up --ha``)
+DEFAULTS = frozenset({7233, 8233, 23790, 23800, 50051, 9464, 9465, 9466, 25432})
 _rng = random.Random()
 _given: set[int] = set()
 
