@@ -82,17 +82,32 @@ def straight_latency(sim: SimRayCluster, n: int, command: str, run_id: str) -> l
     return samples
 
 
-async def skyshift_latency(api: AsyncSkyShiftClient, n: int, command: str,
-                           run_id: str) -> list[float]:
+def ray_start_time(sim: SimRayCluster, job_uid: str) -> float | None:
+    """When Ray took the submission of ``job_uid``'s replica (epoch seconds), from its job
+    listing (``start_time``, set as the Jobs API accepts the submit)."""
+    from ray.job_submission import JobSubmissionClient
+
+    for job in JobSubmissionClient(sim.address).list_jobs():
+        if (job.metadata or {}).get("skyshift.uid") == job_uid and job.start_time:
+            return float(job.start_time) / 1000.0
+    return None
+
+
+async def skyshift_latency(api: AsyncSkyShiftClient, n: int, command: str, run_id: str,
+                           sim: SimRayCluster | None = None,
+                           parts: dict[str, list[float]] | None = None) -> list[float]:
+    """POST -> Running per job; with ``sim`` and ``parts``, also where the time went: the POST's
+    own answer (``post``) and the wait until Ray took the submit (``to_ray_submit``)."""
     samples = []
     for i in range(n):
         name = f"lat-{run_id}-{i}"
-        t0 = time.monotonic()
-        await api.create({
+        wall0, t0 = time.time(), time.monotonic()
+        created = await api.create({
             "kind": "Job", "metadata": {"name": name, "namespace": NS},
             "spec": {"run": command, "resources": {"cpus": CPUS}, "restartPolicy": "Never",
                      "placement": {"filters": [{"matchLabels": {"bench": CLUSTER}}]}},
         })
+        posted = time.monotonic() - t0
         while True:
             phase = ((await api.get("jobs", name)).get("status") or {}).get("phase")
             if phase == "Running":
@@ -101,6 +116,12 @@ async def skyshift_latency(api: AsyncSkyShiftClient, n: int, command: str,
                 raise SystemExit(f"job {name} ended {phase} before Running")
             await asyncio.sleep(0.02)
         samples.append(time.monotonic() - t0)
+        if sim is not None and parts is not None:
+            uid = str((created.get("metadata") or {}).get("uid") or "")
+            started = await asyncio.to_thread(ray_start_time, sim, uid)
+            if started is not None:
+                parts.setdefault("post", []).append(posted)
+                parts.setdefault("to_ray_submit", []).append(started - wall0)
         await api.delete("jobs", name, NS)
         while True:
             try:
@@ -140,7 +161,8 @@ async def run(args: argparse.Namespace, url: str, home: Path,
         # one warm-up each: the first job on a fresh head pays for worker start-up
         await skyshift_latency(api, 1, args.command, f"{run_id}w")
         await asyncio.to_thread(straight_latency, sim, 1, args.command, f"{run_id}w")
-        through = await skyshift_latency(api, args.jobs, args.command, run_id)
+        parts: dict[str, list[float]] = {}
+        through = await skyshift_latency(api, args.jobs, args.command, run_id, sim, parts)
         direct = await asyncio.to_thread(straight_latency, sim, args.jobs, args.command, run_id)
         with contextlib.suppress(ApiError):
             await api.delete("clusters", CLUSTER)
@@ -152,7 +174,13 @@ async def run(args: argparse.Namespace, url: str, home: Path,
     log(f"submit -> Running over {args.jobs} jobs one at a time: SkyShift p50 {a['p50_s']:.2f} s,"
         f" p99 {a['p99_s']:.2f} s; JobSubmissionClient straight p50 {b['p50_s']:.2f} s, p99 "
         f"{b['p99_s']:.2f} s; ratio of medians {ratio:.2f} (load {load:.1f})")
+    split = breakdown(parts, a["p50_s"], b["p50_s"])
+    if split:
+        log("SkyShift's share, medians: POST answered in {post_s:.3f} s, Ray took the submit "
+            "{to_ray_submit_s:.3f} s after the POST began, the rest (Ray's own start, as "
+            "straight, then the skylet seeing RUNNING and the GET) {rest_s:.3f} s".format(**split))
     return {
+        "skyshift_breakdown_p50": split,
         "command": args.command,
         "cpus_per_job": CPUS,
         "skyshift_submit_to_running": a,
@@ -162,6 +190,18 @@ async def run(args: argparse.Namespace, url: str, home: Path,
         "load_1m": round(load, 2),
         "head_cpus": sim.cpus,
     }
+
+
+def breakdown(parts: dict[str, list[float]], total: float, straight: float) -> dict[str, float]:
+    """Medians of the parts of SkyShift's submit -> Running; ``after_ray_running_s`` is what is
+    left once Ray's own start (the straight median) is taken off the time after its submit:
+    the skylet's next listing, its etcd write and the client's GET."""
+    if not parts.get("to_ray_submit"):
+        return {}
+    post, to_submit = pct(parts["post"], 50), pct(parts["to_ray_submit"], 50)
+    rest = total - to_submit
+    return {"post_s": round(post, 3), "to_ray_submit_s": round(to_submit, 3),
+            "rest_s": round(rest, 3), "after_ray_running_s": round(rest - straight, 3)}
 
 
 def main() -> None:

@@ -1,7 +1,9 @@
 """The ray manager's submit takes a sync round's recent listing for first attempts instead of
 listing the jobs again, and lists afresh where the listing could mislead it: a restart, a retried
-activity attempt, an old listing, a delete since. The Jobs API below the adapter is a fake (a
-dict of submissions); the real one is tests/integration/test_contract_ray.py."""
+activity attempt, an old listing, a delete since. A sync round's ``state()`` takes its
+``replicas()`` listing, and the nodes listed under a second before. The Jobs API below the
+adapter is a fake (a dict of submissions); the real one is
+tests/integration/test_contract_ray.py."""
 
 from __future__ import annotations
 
@@ -134,3 +136,62 @@ async def test_a_name_taken_by_another_job_is_refused_through_ray_itself() -> No
                             "metadata": stranger.to_metadata()}
     with pytest.raises(Exception, match="taken by job uid someone-else"):
         await m.submit([mine])
+
+
+def with_nodes(m: RayManager) -> list[int]:
+    """Give ``m`` one 8-CPU head node from a counted ``list_nodes``; returns the counter."""
+    calls = [0]
+
+    async def list_nodes() -> list[dict[str, Any]]:
+        calls[0] += 1
+        return [{"node_id": "a" * 16, "node_name": "head", "state": "ALIVE",
+                 "is_head_node": True, "resources_total": {"CPU": 8.0, "memory": 8 * 2**30}}]
+
+    m._list_nodes = list_nodes  # type: ignore[method-assign]
+    return calls
+
+
+def aged(stamp: tuple[float, list[dict[str, Any]]], by: float) -> tuple[float, list[Any]]:
+    return (stamp[0] - by, stamp[1])
+
+
+async def test_a_round_is_one_listing_of_jobs_and_the_nodes_once_a_second() -> None:
+    m, fake = manager()
+    nodes = with_nodes(m)
+    await m.replicas()
+    await m.state()
+    assert (fake.lists, nodes[0]) == (1, 1)  # the round's list_jobs serves its state()
+    m._listed = aged(m._listed, 0.2)  # a quick round 0.2 s later
+    await m.replicas()
+    await m.state()
+    assert (fake.lists, nodes[0]) == (2, 1)  # its nodes: the last round's
+    m._listed, m._nodes_listed = aged(m._listed, 1.0), aged(m._nodes_listed, 1.0)
+    await m.state()  # a second on, without a round's listing: both asked again
+    assert (fake.lists, nodes[0]) == (3, 2)
+
+
+async def test_state_accounts_every_replica_its_round_reported() -> None:
+    m, fake = manager()
+    with_nodes(m)
+    one = spec()
+    await m.submit([one])
+    reported = await m.replicas()
+    fake.submit_job(submission_id="late", metadata=RayMeta.of(spec()).to_metadata(),
+                    entrypoint="true")  # lands between the round's two calls
+    state = await m.state()
+    assert [r.name for r in reported] == [one.name]
+    held = state.nodes[0].capacity.cpus - state.nodes[0].allocatable.cpus
+    assert held == one.resources.cpus  # the round's snapshot: its one replica, not the late one
+
+
+async def test_state_after_a_delete_lists_again_and_shows_the_room_freed() -> None:
+    m, fake = manager()
+    with_nodes(m)
+    one = spec()
+    await m.submit([one])
+    await m.replicas()
+    await m.delete([one.name])
+    lists = fake.lists
+    state = await m.state()
+    assert fake.lists == lists + 1
+    assert state.nodes[0].allocatable.cpus == state.nodes[0].capacity.cpus

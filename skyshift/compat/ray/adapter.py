@@ -33,7 +33,12 @@ job).
 Calls: ``replicas()`` is one ``list_jobs`` (the latest attempt of each replica); ``state()`` is
 ``list_nodes`` (Ray's state API, served by the dashboard) for each node's total resources and
 liveness, plus ``list_jobs`` for what SkyShift's pending and running replicas reserve
-(allocatable = total minus that; Ray work started by others is not counted). ``delete`` and
+(allocatable = total minus that; Ray work started by others is not counted). A sync round
+calls ``replicas()`` then ``state()``: ``state()`` takes the round's ``list_jobs`` when it is
+under half a second old and no delete ran since (``_ROUND_REUSE``; the same snapshot, so every
+replica the round reports is accounted in the allocatable it writes), and the nodes listed
+under a second before (``_NODES_REUSE``): a round of the 1 s interval lists the nodes again, a
+quick round after a submit (every 0.2 s) is one ``list_jobs`` and nothing else. ``delete`` and
 ``delete_job`` list once, then per submission ``stop_job``, a bounded wait until it is
 terminal, and ``delete_job``. Ray's job monitor may write a deleted job's final status back
 after the delete (a record with entrypoint "Entrypoint not found." and no metadata); the next
@@ -91,6 +96,8 @@ from skyshift.models.quantity import Resources
 
 T = TypeVar("T")
 _SUBMIT_REUSE = 15.0  # seconds a submit of first attempts takes the last listing as its own
+_ROUND_REUSE = 0.5  # seconds: state() takes a listing of jobs this recent (its round's replicas())
+_NODES_REUSE = 1.0  # seconds: state() takes a listing of nodes this recent (a dead node: seen late)
 _GHOST_WINDOW = 300.0  # seconds after a delete during which its ghost record is looked for
 INSTALL_HINT = "install Ray with `pip install 'skyshift[ray]'` (ray[default])"
 
@@ -154,6 +161,7 @@ class RayManager:
         self._custom: set[str] = set()
         self._deleted: dict[str, float] = {}  # submission id -> when this adapter deleted it
         self._listed: tuple[float, list[dict[str, Any]]] = (0.0, [])  # last list_jobs, asked at
+        self._nodes_listed: tuple[float, list[dict[str, Any]]] = (0.0, [])  # last list_nodes
         self._deleting_until = 0.0  # when this adapter's last delete ended: listings before, stale
         self._deleting = 0  # deletes under way (their jobs are still listed)
         self._background: set[asyncio.Task[None]] = set()
@@ -192,7 +200,7 @@ class RayManager:
 
     async def state(self) -> ClusterState:
         await self.connect()
-        nodes_raw, jobs = await asyncio.gather(self._list_nodes(), self._list_jobs())
+        nodes_raw, jobs = await asyncio.gather(self._recent_nodes(), self._recent_jobs())
         alive = [n for n in nodes_raw if str(n.get("state") or "").upper() == "ALIVE"]
         dead = len(nodes_raw) - len(alive)
         totals = [dict(n.get("resources_total") or {}) for n in alive]
@@ -309,6 +317,26 @@ class RayManager:
                 and not RESUBMIT.get() and all(s.attempt == 0 for s in specs)):
             return jobs
         return await self._list_jobs()
+
+    async def _recent_jobs(self) -> list[dict[str, Any]]:
+        """The last ``list_jobs`` when it is under ``_ROUND_REUSE`` old and no delete ran or runs
+        since it was asked (its jobs would be counted as holding what they freed), else a new
+        one."""
+        asked, jobs = self._listed
+        if (time.monotonic() - asked < _ROUND_REUSE and asked > self._deleting_until
+                and not self._deleting):
+            return jobs
+        return await self._list_jobs()
+
+    async def _recent_nodes(self) -> list[dict[str, Any]]:
+        """The last ``list_nodes`` when it is under ``_NODES_REUSE`` old, else a new one."""
+        asked, nodes = self._nodes_listed
+        if nodes and time.monotonic() - asked < _NODES_REUSE:
+            return nodes
+        asked = time.monotonic()
+        nodes = await self._list_nodes()
+        self._nodes_listed = (asked, nodes)
+        return nodes
 
     async def _list_nodes(self) -> list[dict[str, Any]]:
         from ray.util.state import list_nodes
