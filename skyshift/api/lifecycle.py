@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 from skyshift.api.lifecycle_retry import Redelivery, Send, unreachable
 from skyshift.lifecycle import starter
 from skyshift.lifecycle.client import connect as temporal_connect
+from skyshift.lifecycle.enqueue import flush as flush_requests
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,10 @@ class Lifecycle(Protocol):
 
 
 ClientFactory = Callable[[], Awaitable[Any]]
+
+
+#: Seconds a stopping API waits for the placement requests it has not sent yet.
+FLUSH_TIMEOUT = 5.0
 
 
 class TemporalLifecycle:
@@ -163,8 +168,11 @@ class TemporalLifecycle:
             return False
 
     async def close(self) -> None:
-        """Stop re-sending (the reconciler takes over); Temporal clients close with their
-        runtime."""
+        """Stop re-sending (the reconciler takes over) after a short wait for the placement
+        requests still on their way (the requeue sweep sends what is left); Temporal clients
+        close with their runtime."""
+        if self._client is not None:
+            await flush_requests(self._client, FLUSH_TIMEOUT)
         await self.redelivery.close()
 
 

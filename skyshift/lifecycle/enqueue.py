@@ -5,6 +5,7 @@ again, and the scheduler's answer."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import weakref
 from dataclasses import replace
@@ -62,15 +63,16 @@ class Batcher:
     added: one goes at once, and those made while it is on its way go together when it is
     back. Under a burst of submissions the scheduler's history gets one signal event for many
     jobs (each was one event of its 2.3 per job, bench/temporal_cost.py), and Temporal one call.
-    Each caller returns once the signal carrying its request was accepted, or raises its error.
-    """
+    A caller of :meth:`send` returns once the signal carrying its request was accepted, or
+    raises its error; :meth:`post` returns at once and a failure is logged."""
 
     _of: weakref.WeakKeyDictionary[Client, Batcher] = weakref.WeakKeyDictionary()
 
     def __init__(self, client: Client) -> None:
         self.client = client
         self.loop = asyncio.get_running_loop()
-        self.waiting: list[tuple[EnqueueRequest, asyncio.Future[None]]] = []
+        # each request with its caller's future (None: posted, nobody waits)
+        self.waiting: list[tuple[EnqueueRequest, asyncio.Future[None] | None]] = []
         self.task: asyncio.Task[None] | None = None  # sending, while there is anything to send
 
     @classmethod
@@ -83,13 +85,20 @@ class Batcher:
 
     async def send(self, req: EnqueueRequest) -> None:
         done: asyncio.Future[None] = self.loop.create_future()
+        self._add(req, done)
+        await done
+
+    def post(self, req: EnqueueRequest) -> None:
+        """Queue ``req`` for the next signal and return: nobody waits for it."""
+        self._add(req, None)
+
+    def _add(self, req: EnqueueRequest, done: asyncio.Future[None] | None) -> None:
         self.waiting.append((req, done))
         if self.task is None:
             self.task = self.loop.create_task(self._drain())
-        await done
 
     async def _drain(self) -> None:
-        batch: list[tuple[EnqueueRequest, asyncio.Future[None]]] = []
+        batch: list[tuple[EnqueueRequest, asyncio.Future[None] | None]] = []
         try:
             while self.waiting:
                 batch, self.waiting = self.waiting[:MAX_BATCH], self.waiting[MAX_BATCH:]
@@ -101,16 +110,22 @@ class Batcher:
                     _settle(batch, None)
         except BaseException:  # cancelled (the loop ends): so is every caller still waiting
             for _, done in batch + self.waiting:
-                done.cancel()
+                if done is not None:
+                    done.cancel()
             self.waiting = []
             raise
         finally:
             self.task = None
 
 
-def _settle(batch: list[tuple[EnqueueRequest, asyncio.Future[None]]],
+def _settle(batch: list[tuple[EnqueueRequest, asyncio.Future[None] | None]],
             error: Exception | None) -> None:
-    for _, done in batch:
+    for req, done in batch:
+        if done is None:  # posted: nobody to tell but the log
+            if error is not None:
+                log.warning("placement request of %s not sent (the requeue sweep will): %s",
+                            req.request.key, error)
+            continue
         if done.done():  # its caller was cancelled: the request went anyway
             continue
         if error is None:
@@ -126,15 +141,23 @@ def plan_start(inp: JobInput, now: float) -> tuple[JobInput, EnqueueRequest | No
     return (inp, None) if first is None else (replace(inp, enqueued=True), first)
 
 
-async def send_first(client: Client, req: EnqueueRequest) -> None:
-    """Send a started job's first request. A failure is logged, not raised: the workflow is
+def send_first(client: Client, req: EnqueueRequest) -> None:
+    """Queue a started job's first request for the scheduler and return: the caller (the API's
+    POST) does not wait for the signal. Its failure is logged, not raised: the workflow is
     started, and the control worker's requeue sweep finds a job the scheduler does not hold
-    (two of its passes), whose signal the workflow takes when its start delay is over."""
-    try:
-        await enqueue(client, req)
-    except Exception as exc:
-        log.warning("first placement request of %s not sent (the requeue sweep will): %s",
-                    req.request.key, exc)
+    (two of its passes), whose signal the workflow takes when its start delay is over; so it
+    does when this process ends before the signal went."""
+    Batcher.of(client).post(req)
+
+
+async def flush(client: Client, timeout: float) -> None:
+    """Wait up to ``timeout`` seconds for the requests this process posted on ``client`` to go
+    (a server that stops; what is left the requeue sweep sends)."""
+    batcher = Batcher._of.get(client)
+    if batcher is None or batcher.task is None or batcher.loop is not asyncio.get_running_loop():
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(batcher.task), timeout)
 
 
 async def tell_placed(client: Client, workflow_id: str, req: JobRequest,

@@ -119,7 +119,7 @@ async def _signal_with_start(
             await start(fresh, id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                         start_delay=START_DELAY if first is not None else None)
             if first is not None:
-                await send_first(client, first)
+                send_first(client, first)
             return wf_id
     await start(inp, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 start_signal=signal, start_signal_args=[payload])

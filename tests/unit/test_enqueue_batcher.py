@@ -1,5 +1,6 @@
 """The scheduler's placement requests from one process go together while one is on its way
-(lifecycle.enqueue.Batcher): one signal event in the scheduler's history for many jobs.
+(lifecycle.enqueue.Batcher): one signal event in the scheduler's history for many jobs. A new
+job's first request is posted (``send_first``): its POST does not wait for the signal.
 
 Pure unit test: a fake Temporal client that records each signal-with-start and holds it until
 the test lets it go.
@@ -14,7 +15,7 @@ import pytest
 
 from skyshift.contract.jobs import EnqueueBatch, EnqueueRequest
 from skyshift.contract.names import SCHEDULER_ID, SIG_ENQUEUE, SIG_ENQUEUE_MANY
-from skyshift.lifecycle.enqueue import MAX_BATCH, enqueue
+from skyshift.lifecycle.enqueue import MAX_BATCH, enqueue, flush, send_first
 from skyshift.models.quantity import Resources
 from skyshift.scheduler.types import JobRequest
 
@@ -115,3 +116,41 @@ async def test_a_cancelled_caller_leaves_the_others_their_answer() -> None:
     await asyncio.gather(first, kept)
     assert gone.cancelled()
     assert keys(client.sent[1][1]) == ["ns/b", "ns/c"]  # its request went all the same
+
+
+async def test_a_first_request_is_posted_without_waiting_and_goes_with_the_others() -> None:
+    client = Client()
+    send_first(client, request("a"))  # type: ignore[arg-type]  # returns before any signal
+    assert client.sent == []
+    await until(1, client)
+    waiting = asyncio.create_task(enqueue(client, request("b")))  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    send_first(client, request("c"))  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    client.go.set()
+    await waiting
+    await flush(client, 5.0)  # type: ignore[arg-type]
+    assert [(sig, keys(arg)) for sig, arg in client.sent] == [
+        (SIG_ENQUEUE, ["ns/a"]), (SIG_ENQUEUE_MANY, ["ns/b", "ns/c"]),
+    ]
+
+
+async def test_a_posted_request_that_fails_is_logged_and_the_next_goes_on(
+        caplog: pytest.LogCaptureFixture) -> None:
+    client = Client()
+    client.fail = RuntimeError("temporal unavailable")
+    client.go.set()
+    send_first(client, request("a"))  # type: ignore[arg-type]
+    await flush(client, 5.0)  # type: ignore[arg-type]
+    assert "placement request of ns/a not sent (the requeue sweep will)" in caplog.text
+    client.fail = None
+    send_first(client, request("b"))  # type: ignore[arg-type]
+    await flush(client, 5.0)  # type: ignore[arg-type]
+    assert [keys(arg) for _, arg in client.sent] == [["ns/a"], ["ns/b"]]
+
+
+async def test_flush_waits_no_longer_than_its_timeout() -> None:
+    client = Client()  # never lets the signal go
+    send_first(client, request("a"))  # type: ignore[arg-type]
+    await flush(client, 0.05)  # type: ignore[arg-type]
+    assert len(client.sent) == 1  # on its way still; the requeue sweep would send it again
