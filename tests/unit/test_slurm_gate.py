@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from skyshift.compat.name_locks import NameLocks
+from skyshift.compat.common.name_locks import NameLocks
 from skyshift.compat.slurm.gate import Coalescer, Gate
 
 

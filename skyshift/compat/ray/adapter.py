@@ -64,9 +64,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from skyshift.compat.base import RESUBMIT
+from skyshift.compat.common.fit import check_fits
+from skyshift.compat.common.name_locks import NameLocks
 from skyshift.compat.errors import NotFound, Permanent, Transient, Unsupported
-from skyshift.compat.fit import check_fits
-from skyshift.compat.name_locks import NameLocks
 from skyshift.compat.ray.map import (
     RayMeta,
     classify,

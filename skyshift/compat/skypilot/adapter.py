@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from skyshift.compat.base import RESUBMIT
+from skyshift.compat.common.name_locks import NameLocks
 from skyshift.compat.errors import CompatError, NotFound, Permanent, Transient, Unsupported
-from skyshift.compat.name_locks import NameLocks
 from skyshift.compat.skypilot.client import SkyJob, SkyPilotClient
 from skyshift.compat.skypilot.listing import (
     FINISHED,

@@ -65,9 +65,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from skyshift.compat.common.fit import check_fits
+from skyshift.compat.common.name_locks import NameLocks
 from skyshift.compat.errors import NotFound, Permanent, Transient, not_running
-from skyshift.compat.fit import check_fits
-from skyshift.compat.name_locks import NameLocks
 from skyshift.compat.slurm.config import SlurmConfig
 from skyshift.compat.slurm.gate import Coalescer, Gate
 from skyshift.compat.slurm.parse import (

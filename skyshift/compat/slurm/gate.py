@@ -4,7 +4,7 @@ The adapter used to serialise every submit behind one lock and read the whole qu
 which capped a burst at a few submits a second. What idempotency really needs is narrower:
 
 * two submits of the *same* replica name must not both decide "not there yet" -> one lock per
-  name (:class:`skyshift.compat.name_locks.NameLocks`);
+  name (:class:`skyshift.compat.common.name_locks.NameLocks`);
 * a delete must not interleave with submits (it cancels, then removes records) -> :class:`Gate`:
   submits share it, a delete takes it alone, in arrival order (neither starves the other);
 * concurrent submits each need a fresh look at their names -> :class:`Coalescer` runs one lookup
