@@ -109,10 +109,14 @@ class Batcher:
                 else:
                     _settle(batch, None)
         except BaseException:  # cancelled (the loop ends): so is every caller still waiting
+            dropped = [req.request.key for req, done in batch + self.waiting if done is None]
             for _, done in batch + self.waiting:
                 if done is not None:
                     done.cancel()
             self.waiting = []
+            if dropped:
+                log.warning("placement requests of %s not sent as this process stops (the "
+                            "requeue sweep will)", ", ".join(dropped))
             raise
         finally:
             self.task = None

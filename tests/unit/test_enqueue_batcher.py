@@ -15,7 +15,7 @@ import pytest
 
 from skyshift.contract.jobs import EnqueueBatch, EnqueueRequest
 from skyshift.contract.names import SCHEDULER_ID, SIG_ENQUEUE, SIG_ENQUEUE_MANY
-from skyshift.lifecycle.enqueue import MAX_BATCH, enqueue, flush, send_first
+from skyshift.lifecycle.enqueue import MAX_BATCH, Batcher, enqueue, flush, send_first
 from skyshift.models.quantity import Resources
 from skyshift.scheduler.types import JobRequest
 
@@ -154,3 +154,17 @@ async def test_flush_waits_no_longer_than_its_timeout() -> None:
     send_first(client, request("a"))  # type: ignore[arg-type]
     await flush(client, 0.05)  # type: ignore[arg-type]
     assert len(client.sent) == 1  # on its way still; the requeue sweep would send it again
+
+
+async def test_posted_requests_dropped_as_the_process_stops_are_logged(
+        caplog: pytest.LogCaptureFixture) -> None:
+    client = Client()  # never lets the signal go
+    send_first(client, request("a"))  # type: ignore[arg-type]
+    await until(1, client)
+    send_first(client, request("b"))  # type: ignore[arg-type]
+    task = Batcher.of(client).task  # type: ignore[arg-type]
+    assert task is not None
+    task.cancel()  # what the end of the event loop does
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert "placement requests of ns/a, ns/b not sent as this process stops" in caplog.text
