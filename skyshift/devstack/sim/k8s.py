@@ -453,7 +453,13 @@ class SimK8sCluster:
                 "apiVersion": "v1", "kind": "Node",
                 "metadata": {"name": name, "annotations": {FAKE_NODE_ANNOTATION: "fake"},
                              "labels": {**labels, "kubernetes.io/hostname": name}},
-                "status": {"capacity": resources, "allocatable": resources},
+                # both addresses from the start: kwok's node-initialize stage (run again when
+                # the node controller marks a node Unknown, after an apiserver outage) writes an
+                # empty address list over a node that has its InternalIP but no Hostname
+                # ("no preferred addresses found" for logs and exec, until the next heartbeat)
+                "status": {"capacity": resources, "allocatable": resources,
+                           "addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
+                                         {"type": "Hostname", "address": name}]},
             }
             resp = http.post("/api/v1/nodes", json=node)
             if resp.status_code not in (201, 409):
