@@ -40,6 +40,7 @@ from bench._util import pct, write_result
 from bench.slurm import stack, token_for
 from skyshift.client.async_client import AsyncSkyShiftClient
 from skyshift.client.errors import ApiError
+from skyshift.compat.ray.map import RayMeta
 from skyshift.devstack.sim.ray import SimRayCluster, start_ray_clusters, stop_ray_clusters
 
 CLUSTER = "bench-ray"
@@ -88,7 +89,8 @@ def ray_start_time(sim: SimRayCluster, job_uid: str) -> float | None:
     from ray.job_submission import JobSubmissionClient
 
     for job in JobSubmissionClient(sim.address).list_jobs():
-        if (job.metadata or {}).get("skyshift.uid") == job_uid and job.start_time:
+        meta = RayMeta.from_metadata(job.metadata)
+        if meta is not None and meta.job_uid == job_uid and job.start_time:
             return float(job.start_time) / 1000.0
     return None
 

@@ -200,7 +200,8 @@ class RayManager:
 
     async def state(self) -> ClusterState:
         await self.connect()
-        nodes_raw, jobs = await asyncio.gather(self._recent_nodes(), self._recent_jobs())
+        nodes_raw, jobs = await asyncio.gather(self._recent_nodes(),
+                                                self._recent_jobs(_ROUND_REUSE))
         alive = [n for n in nodes_raw if str(n.get("state") or "").upper() == "ALIVE"]
         dead = len(nodes_raw) - len(alive)
         totals = [dict(n.get("resources_total") or {}) for n in alive]
@@ -311,19 +312,15 @@ class RayManager:
         must see the earlier attempts to stop them, and a retried submit may be late behind a
         newer attempt: those list afresh, as does a submit after this adapter deleted a job
         (the listing would still show it, and a replica placed again would be adopted)."""
-        asked, jobs = self._listed
-        if (time.monotonic() - asked < _SUBMIT_REUSE and asked > self._deleting_until
-                and not self._deleting
-                and not RESUBMIT.get() and all(s.attempt == 0 for s in specs)):
-            return jobs
-        return await self._list_jobs()
+        first = not RESUBMIT.get() and all(s.attempt == 0 for s in specs)
+        return await self._recent_jobs(_SUBMIT_REUSE, first)
 
-    async def _recent_jobs(self) -> list[dict[str, Any]]:
-        """The last ``list_jobs`` when it is under ``_ROUND_REUSE`` old and no delete ran or runs
-        since it was asked (its jobs would be counted as holding what they freed), else a new
+    async def _recent_jobs(self, max_age: float, allowed: bool = True) -> list[dict[str, Any]]:
+        """The last ``list_jobs`` when ``allowed``, under ``max_age`` seconds old and no delete
+        ran or runs since it was asked (it would still show the deleted jobs), else a new
         one."""
         asked, jobs = self._listed
-        if (time.monotonic() - asked < _ROUND_REUSE and asked > self._deleting_until
+        if (allowed and time.monotonic() - asked < max_age and asked > self._deleting_until
                 and not self._deleting):
             return jobs
         return await self._list_jobs()
