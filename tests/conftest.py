@@ -10,11 +10,17 @@ collection order. The rest are spread one test at a time.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 
 import pytest
 
 from tests.fixtures.balancers import stop_balancers_under
+
+# The control workers of the tests' stacks leave SkyPilot's runner to the first launch: few tests
+# launch, every stack warming one would cost seconds of CPU, and runners of SkyPilot's user that
+# other stacks hold would be the SkyPilot bed's leftovers (tests/unit/test_warm_provisioner.py)
+os.environ.setdefault("SKYSHIFT_WARM_PROVISIONER", "0")
 
 pytest_plugins = [
     "tests.fixtures.etcd",

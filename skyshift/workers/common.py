@@ -36,9 +36,11 @@ def env_float(name: str, default: float) -> float:
         return default
 
 
-def env_flag(name: str) -> bool:
-    """A boolean setting: 1/true/yes/on (any case) is true, anything else or unset is false."""
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+def env_flag(name: str, default: bool = False) -> bool:
+    """A boolean setting: 1/true/yes/on (any case) is true, anything else is false; unset or
+    empty is ``default``."""
+    value = os.environ.get(name, "").strip().lower()
+    return default if not value else value in ("1", "true", "yes", "on")
 
 
 def ready_path(settings: Settings, name: str) -> Path:

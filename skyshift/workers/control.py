@@ -7,13 +7,17 @@ finalizer removal, enqueue and batch placement), and runs the reconciler. It hol
 its own, so any number of control workers can run side by side (each reconciler pass is
 idempotent), woken by a health watch of Temporal as soon as Temporal is back after an outage.
 Configured by :meth:`Settings.from_env` plus ``SKYSHIFT_RECONCILE_INTERVAL`` (seconds between
-passes) and ``SKYSHIFT_TEMPORAL_PROBE`` (seconds between health checks of Temporal; 0: no watch).
+passes), ``SKYSHIFT_TEMPORAL_PROBE`` (seconds between health checks of Temporal; 0: no watch) and
+``SKYSHIFT_WARM_PROVISIONER`` (default on: start SkyPilot's runner at start, where SkyPilot is
+installed, so that the first provisioned Cluster does not wait for its import; 0: on the first
+launch).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,7 +28,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from skyshift.activities.links import LinkActivities
 from skyshift.activities.orders import OrderActivities
 from skyshift.activities.pipelines import PipelineActivities
-from skyshift.activities.provisioning import ProvisioningActivities
+from skyshift.activities.provisioning import ProvisioningActivities, warm_provisioner
 from skyshift.activities.schedules import ScheduleActivities
 from skyshift.activities.scheduling import SchedulingActivities
 from skyshift.activities.service_store import ServiceStoreActivities
@@ -113,12 +117,15 @@ def control_worker(
 async def serve(
     client: Client, store: ObjectStore, stop: asyncio.Event, *,
     reconcile_interval: float = 30.0, ready_file: Path | None = None, metrics: bool = False,
-    temporal_probe: float = 1.0,
+    temporal_probe: float = 1.0, warm: bool = False,
 ) -> None:
     """Run the worker and the reconciler until ``stop`` is set (and, with ``metrics``, poll the
     scheduler's queue depth for ``skyshift_scheduler_queue_depth`` and keep ``skyshift_jobs``
     current from a watch of the jobs). ``temporal_probe``: seconds
-    between health checks of Temporal that wake the reconciler when it is back (0: none)."""
+    between health checks of Temporal that wake the reconciler when it is back (0: none).
+    ``warm``: get the provisioner ready beside the worker (:func:`warm_provisioner`)."""
+    if warm:
+        threading.Thread(target=warm_provisioner, name="warm-provisioner", daemon=True).start()
     worker = control_worker(client, store, sandbox=env_flag("SKYSHIFT_WORKFLOW_SANDBOX"))
     reconciler = Reconciler(store, client, reconcile_interval)
     rules = RulesWatch(store, lambda what: signal_scheduler(client, what))
@@ -160,6 +167,7 @@ async def main() -> None:
             reconcile_interval=env_float("SKYSHIFT_RECONCILE_INTERVAL", 30.0),
             temporal_probe=env_float("SKYSHIFT_TEMPORAL_PROBE", 1.0),
             ready_file=ready_path(settings, "control"), metrics=metrics is not None,
+            warm=env_flag("SKYSHIFT_WARM_PROVISIONER", default=True),
         )
     finally:
         await store.close()
