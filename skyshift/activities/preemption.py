@@ -38,41 +38,35 @@ NOMINATION_TTL = 60.0  # seconds a preemptor waits for its victims' capacity bef
 HOLDING = ("Scheduled", "Running")
 
 
+def holding(obj: Obj) -> Running | None:
+    """The job as a preemption candidate when it holds replicas now, else None."""
+    meta, spec, status = (
+        obj.get("metadata") or {},
+        obj.get("spec") or {},
+        obj.get("status") or {},
+    )
+    placement = {
+        str(c): int(n)
+        for c, n in (status.get("placement") or {}).items()
+        if isinstance(n, int) and n > 0
+    }
+    if status.get("phase") not in HOLDING or not placement or meta.get("deletionTimestamp"):
+        return None
+    started = parse_time(status.get("startTime") or meta.get("creationTimestamp"))
+    return Running(
+        f"{meta.get('namespace')}/{meta.get('name')}",
+        str(meta.get("uid") or ""),
+        str(meta.get("namespace")),
+        int(spec.get("priority") or 0),
+        started,
+        per_replica_of(obj),
+        placement,
+    )
+
+
 def running_of(objs: Sequence[Obj], skip: set[str]) -> list[Running]:
     """The jobs holding replicas now (not in ``skip``, the keys queued this round)."""
-    out = []
-    for obj in objs:
-        meta, spec, status = (
-            obj.get("metadata") or {},
-            obj.get("spec") or {},
-            obj.get("status") or {},
-        )
-        key = f"{meta.get('namespace')}/{meta.get('name')}"
-        placement = {
-            str(c): int(n)
-            for c, n in (status.get("placement") or {}).items()
-            if isinstance(n, int) and n > 0
-        }
-        if (
-            key in skip
-            or status.get("phase") not in HOLDING
-            or not placement
-            or meta.get("deletionTimestamp")
-        ):
-            continue
-        started = parse_time(status.get("startTime") or meta.get("creationTimestamp"))
-        out.append(
-            Running(
-                key,
-                str(meta.get("uid") or ""),
-                str(meta.get("namespace")),
-                int(spec.get("priority") or 0),
-                started,
-                per_replica_of(obj),
-                placement,
-            )
-        )
-    return out
+    return [r for obj in objs if (r := holding(obj)) is not None and r.key not in skip]
 
 
 def wants_to_preempt(entry: QueueEntry, decision: Decision, now: float) -> bool:
@@ -88,7 +82,7 @@ def wants_to_preempt(entry: QueueEntry, decision: Decision, now: float) -> bool:
 def nominate(
     entries: Sequence[QueueEntry],
     decisions: Sequence[Decision],
-    objs: Sequence[Obj],
+    holders: Sequence[Running],
     clusters: Sequence[ClusterInfo],
     policies: Sequence[FilterPolicyInfo],
     quotas: Sequence[QuotaInfo],
@@ -97,7 +91,8 @@ def nominate(
     priority first. ``clusters`` and ``quotas`` are as the round left them; a victim is taken
     once, and a later preemptor must find room without the earlier ones' victims."""
     now = time.time()
-    left = running_of(objs, {e.req.request.key for e in entries})
+    queued = {e.req.request.key for e in entries}
+    left = [r for r in holders if r.key not in queued]
     waiting = sorted(
         (pair for pair in zip(entries, decisions, strict=True) if wants_to_preempt(*pair, now)),
         key=lambda pair: (-pair[0].req.request.priority, pair[0].req.request.created),

@@ -25,6 +25,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from skyshift import failpoints
 from skyshift.activities.clusters import heartbeating
+from skyshift.activities.holders import Holders
 from skyshift.activities.preemption import (
     NOMINATION_TTL,
     evict,
@@ -295,6 +296,7 @@ class SchedulingActivities:
     def __init__(self, store: ObjectStore, client: Client) -> None:
         self.store = store
         self.client = client
+        self.holders = Holders(store)  # preemption's candidates, read by change
 
     @activity.defn(name=act.ENQUEUE_JOB)
     async def enqueue_job(self, req: EnqueueRequest) -> None:
@@ -401,8 +403,7 @@ class SchedulingActivities:
         after = cluster_infos(clusters, taken)
         quotas = await quota_infos(self.store, batch_holdings(inp.jobs, placed))
         policies = policy_infos((await self.store.list("filterpolicies")).items)
-        jobs = (await self.store.list("jobs")).items
-        nominate(inp.jobs, decisions, jobs, after, policies, quotas)
+        nominate(inp.jobs, decisions, await self.holders.read(), after, policies, quotas)
 
     async def _nominated(self, entry: QueueEntry, decision: Decision,
                          out: PlaceOutcome) -> None:

@@ -16,12 +16,13 @@ from skyshift.store.errors import (
     Unavailable,
 )
 from skyshift.store.etcd import ObjectStore
-from skyshift.store.listing import ListResult, list_in_pages
+from skyshift.store.listing import Changes, ListResult, changed_since, list_in_pages
 from skyshift.store.selectors import Requirement, Selector, parse_selector
 from skyshift.store.watch import WatchEvent
 
 __all__ = [
     "AlreadyExists",
+    "Changes",
     "Conflict",
     "Expired",
     "InvalidArgument",
@@ -35,6 +36,7 @@ __all__ = [
     "TooLarge",
     "Unavailable",
     "WatchEvent",
+    "changed_since",
     "enable_auth",
     "list_in_pages",
     "parse_selector",

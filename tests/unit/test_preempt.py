@@ -245,6 +245,7 @@ def test_a_nomination_names_the_clusters_its_victims_ran_on() -> None:
          "status": {"phase": "Running", "placement": {c: 1}}}
         for n, c in (("low-1", "pe-two"), ("low-2", "pe-two"), ("far", "far"))
     ]
-    nominate([entry], [decision], holders, [cluster("far", 0), cluster("pe-two", 0)], [], [])
+    nominate([entry], [decision], running_of(holders, set()),
+             [cluster("far", 0), cluster("pe-two", 0)], [], [])
     assert decision.victims == ["default/low-1", "default/low-2"]
     assert decision.waits_on == ["pe-two"]
