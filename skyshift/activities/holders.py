@@ -16,14 +16,9 @@ from __future__ import annotations
 import asyncio
 
 from skyshift.activities.preemption import holding
-from skyshift.models.base import Obj
+from skyshift.models.base import ns_name
 from skyshift.scheduler.preempt import Running
 from skyshift.store import Expired, ObjectStore, changed_since
-
-
-def _key(obj: Obj) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
 class Holders:
@@ -58,5 +53,5 @@ class Holders:
             self._jobs = {}
         self.decoded += len(changes.items)
         for obj in changes.items:
-            self._jobs[_key(obj)] = holding(obj)
+            self._jobs[ns_name(obj)] = holding(obj)
         self._revision, self._count = changes.revision, changes.count

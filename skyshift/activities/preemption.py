@@ -27,7 +27,7 @@ from skyshift.contract.jobs import PREEMPTED, ClusterEvent, QueueEntry
 from skyshift.contract.names import SIG_CLUSTER, job_workflow_id
 from skyshift.lifecycle.convert import parse_time
 from skyshift.metrics import PREEMPTIONS
-from skyshift.models.base import Obj
+from skyshift.models.base import Obj, ns_name
 from skyshift.scheduler.preempt import NEVER, Running, choose_victims
 from skyshift.scheduler.quota import QuotaInfo
 from skyshift.scheduler.types import ClusterInfo, Decision, FilterPolicyInfo
@@ -54,7 +54,7 @@ def holding(obj: Obj) -> Running | None:
         return None
     started = parse_time(status.get("startTime") or meta.get("creationTimestamp"))
     return Running(
-        f"{meta.get('namespace')}/{meta.get('name')}",
+        ns_name(obj),
         str(meta.get("uid") or ""),
         str(meta.get("namespace")),
         int(spec.get("priority") or 0),

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from pydantic import ValidationError
 
-from skyshift.models.base import Obj
+from skyshift.models.base import Obj, ns_name
 from skyshift.models.job import TERMINAL_PHASES, ResourceRequest
 from skyshift.models.quantity import Resources
 from skyshift.models.quota import QuotaSpec
@@ -45,8 +45,7 @@ def namespace_usage(
     newer than their stored status)."""
     used: dict[str, float] = {}
     for obj in jobs:
-        meta = obj.get("metadata") or {}
-        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        key = ns_name(obj)
         per, held = batch[key] if key in batch else (per_replica_of(obj), replicas_held(obj))
         if held > 0:
             add_into(used, demand(per, held, True))

@@ -17,6 +17,13 @@ API_VERSIONS = (API_VERSION,)
 Obj = dict[str, Any]
 
 
+def ns_name(obj: Obj) -> str:
+    """``namespace/name`` of a stored object: how the scheduler, the quotas and the watches key
+    the jobs they hold."""
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
 class SkyObject(StrictModel):
     """Base of every kind. Subclasses narrow ``spec`` and ``status``."""
 

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 
 from skyshift.activities.quotas import namespace_usage, per_replica_of, replicas_held
 from skyshift.metrics import QUOTA_HARD, QUOTA_USED
-from skyshift.models.base import Obj
+from skyshift.models.base import Obj, ns_name
 from skyshift.store import ObjectStore
 from skyshift.store.errors import NotFound, StoreError
 from skyshift.store.watch import WatchEvent
@@ -80,7 +80,7 @@ class QuotaWatch:
         self.jobs = {}
         for ns in self.quotas:
             for obj in (await self.store.list("jobs", ns)).items:
-                self.jobs[job_key(obj)] = holding(obj)
+                self.jobs[ns_name(obj)] = holding(obj)
         self._mark(set(self.quotas), freed=True)  # whatever happened while not watching
         # the first stream to end (a quota namespace added or gone, etcd away) ends them all
         await first_to_end(
@@ -108,7 +108,7 @@ class QuotaWatch:
 
     async def _job_events(self, events: AsyncIterator[WatchEvent]) -> None:
         async for ev in events:
-            key = job_key(ev.object)
+            key = ns_name(ev.object)
             now = (0, "") if ev.type == "DELETED" else holding(ev.object)
             before = self.jobs.get(key, (0, ""))
             if now == before:
@@ -171,7 +171,3 @@ def export(ns: str, name: str, hard: dict[str, float], used: dict[str, float]) -
         QUOTA_HARD.labels(ns, name, key).set(float(limit))
         QUOTA_USED.labels(ns, name, key).set(used.get(key, 0.0))
 
-
-def job_key(obj: Obj) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"
